@@ -1,0 +1,1 @@
+# The Hydra config tree, installed as the package `igel_exp.conf` (see pyproject.toml).

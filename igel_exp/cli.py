@@ -1,0 +1,30 @@
+"""Console entry points. `igel-run` is a Hydra app over the config tree packaged as `igel_exp.conf`."""
+
+from __future__ import annotations
+
+import sys
+
+import hydra
+from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
+
+from igel_exp import runner
+from igel_exp.errors import IgelError
+
+CONFIG_PATH = "pkg://igel_exp.conf"
+
+
+@hydra.main(config_path=CONFIG_PATH, config_name="config", version_base="1.3")
+def main(config: DictConfig) -> float | None:
+    """Run one experiment (or, with -m, one job of a sweep) as an MLflow run."""
+    try:
+        metrics = runner.run(config)
+    except (IgelError, OmegaConfBaseException) as error:
+        # user input problems: one line, no traceback; the MLflow run (if any) is already FAILED
+        sys.exit(f"igel-run: error: {str(error).splitlines()[0]}")
+    objective = config.task.get("objective")
+    return metrics.get(objective) if objective else None
+
+
+if __name__ == "__main__":
+    main()

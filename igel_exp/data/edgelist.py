@@ -1,0 +1,132 @@
+"""Edge-list files and simple undirected igraph graphs built from them."""
+
+from __future__ import annotations
+
+import io
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import igraph as ig
+import numpy as np
+import pandas as pd
+
+from igel_exp.data.sources import is_gzip, open_binary
+from igel_exp.errors import DataError
+
+log = logging.getLogger(__name__)
+
+NODE_ID_KINDS = ("int", "token")
+
+
+@dataclass
+class GraphReport:
+    """What building a simple graph changed, for the log and the run's metrics."""
+
+    source: str
+    nodes: int = 0
+    edges: int = 0
+    self_loops_removed: int = 0
+    duplicates_removed: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def as_metrics(self) -> dict[str, int]:
+        return {
+            "graph_nodes": self.nodes,
+            "graph_edges": self.edges,
+            "graph_self_loops_removed": self.self_loops_removed,
+            "graph_duplicates_removed": self.duplicates_removed,
+        }
+
+
+def simple_graph(sources: np.ndarray, targets: np.ndarray, names: list, source: str) -> tuple[ig.Graph, GraphReport]:
+    """Undirected simple graph on len(names) vertices; self loops dropped, repeated or reversed pairs merged."""
+    sources, targets = np.asarray(sources, dtype=np.int64), np.asarray(targets, dtype=np.int64)
+    loops = sources == targets
+    low, high = np.minimum(sources, targets)[~loops], np.maximum(sources, targets)[~loops]
+    pairs = np.unique(np.stack([low, high], axis=1), axis=0) if len(low) else np.empty((0, 2), dtype=np.int64)
+    graph = ig.Graph(n=len(names), edges=pairs, directed=False)
+    graph.vs["name"] = [str(name) for name in names]  # igraph reads integer names as vertex ids
+    report = GraphReport(
+        source=source,
+        nodes=graph.vcount(),
+        edges=graph.ecount(),
+        self_loops_removed=int(loops.sum()),
+        duplicates_removed=int(len(low) - len(pairs)),
+    )
+    if report.self_loops_removed or report.duplicates_removed:
+        log.info(
+            "%s: dropped %d self loops and merged %d duplicate or reversed edges",
+            source,
+            report.self_loops_removed,
+            report.duplicates_removed,
+        )
+    log.info("%s: %d nodes, %d edges", source, report.nodes, report.edges)
+    return graph, report
+
+
+def read_edgelist(path: str | Path, node_ids: str = "int") -> tuple[ig.Graph, GraphReport]:
+    """Read a whitespace-separated edge list (plain or .gz, '#' comments) into a simple undirected graph.
+
+    Node ids are integers (`node_ids="int"`) or any tokens (`"token"`); either way vertices are numbered in
+    order of first appearance and keep their id as the "name" attribute. Columns after the second (weights)
+    are ignored. Malformed files raise DataError naming the file and line.
+    """
+    path = Path(path)
+    if node_ids not in NODE_ID_KINDS:
+        raise DataError(f"dataset.node_ids={node_ids!r} is not one of {', '.join(NODE_ID_KINDS)}")
+    if not path.is_file():
+        raise DataError(f"{path}: edge list file not found")
+    columns = _read_two_columns(path, node_ids) or _parse_line_by_line(path, node_ids)
+    ends, names = pd.factorize(pd.Series(np.column_stack(columns).ravel()), sort=False)
+    graph, report = simple_graph(ends[0::2], ends[1::2], names.tolist(), str(path))
+    return graph, report
+
+
+def _read_two_columns(path: Path, node_ids: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """Both id columns, or None when the file is not a clean two-or-more-column edge list."""
+    dtype = np.int64 if node_ids == "int" else str
+    try:
+        frame = pd.read_csv(
+            path,
+            sep=r"\s+",
+            comment="#",
+            header=None,
+            usecols=[0, 1],
+            dtype={0: dtype, 1: dtype},
+            compression="gzip" if is_gzip(path) else None,
+            engine="c",
+        )
+    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError, OverflowError):
+        return None
+    if frame.empty or frame.isna().any().any():
+        return None
+    return frame[0].to_numpy(), frame[1].to_numpy()
+
+
+def _parse_line_by_line(path: Path, node_ids: str) -> tuple[np.ndarray, np.ndarray]:
+    """Slow path for files the C parser rejects: parse them or raise naming the first bad line."""
+    ends: list = []
+    with io.TextIOWrapper(open_binary(path), errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            tokens = line.split("#", 1)[0].split()
+            if not tokens:
+                continue
+            if len(tokens) < 2:
+                raise DataError(f"{path}:{number}: expected two node ids, found one column: {line.strip()!r}")
+            if node_ids == "int":
+                tokens = [_as_int(token, path, number) for token in tokens[:2]]
+            ends.extend(tokens[:2])
+    if not ends:
+        raise DataError(f"{path}: no edges (the file is empty or holds only comments)")
+    column = np.array(ends, dtype=object)
+    return column[0::2], column[1::2]
+
+
+def _as_int(token: str, path: Path, number: int) -> int:
+    try:
+        return int(token)
+    except ValueError:
+        raise DataError(
+            f"{path}:{number}: node id {token!r} is not an integer (set dataset.node_ids=token for arbitrary ids)"
+        ) from None

@@ -1,0 +1,171 @@
+"""Named datasets, selected in configs as `dataset=<name>`; each loader returns a simple undirected graph."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import igraph as ig
+import networkx as nx
+import numpy as np
+
+from igel_exp.data.edgelist import GraphReport, read_edgelist, simple_graph
+from igel_exp.data.sources import RemoteFile, fetch
+from igel_exp.errors import ConfigError, DataError
+
+
+@dataclass
+class Dataset:
+    name: str
+    graph: ig.Graph  # simple, undirected; vertex attribute "name" holds the original node id as a string
+    report: GraphReport
+
+
+@dataclass(frozen=True)
+class DataContext:
+    root: Path
+    download: bool
+    seed: int
+
+
+Loader = Callable[[Mapping[str, Any], DataContext], Dataset]
+DATASETS: dict[str, Loader] = {}
+
+FILES = {
+    "facebook": RemoteFile(
+        path="Facebook/Facebook.edgelist.gz",
+        url="https://snap.stanford.edu/data/facebook_combined.txt.gz",
+        content_sha256="f41c026ed8af3cc3359f1ca5573d0605fb09ae0eefa34544b820fd8c6e2ef296",
+    ),
+    # SNAP's original lists every pair in both directions, with self loops and '#' headers.
+    "astroph": RemoteFile(
+        path="CA-AstroPh/ca-AstroPh.txt.gz",
+        url="https://snap.stanford.edu/data/ca-AstroPh.txt.gz",
+        sha256="51bf1e2cace269b884481a8502474efa67c0fd01d998ff7f5a154d7d3e527f27",
+    ),
+    # The same graph, one line per undirected edge, self loops removed: node 64582, which has only a
+    # self loop, must be added back as an isolated node to keep SNAP's 18,772 nodes.
+    "astroph_derived": RemoteFile(
+        path="CA-AstroPh/CA-AstroPh.edgelist.gz",
+        url="https://snap.stanford.edu/data/ca-AstroPh.txt.gz",
+        content_sha256="02e59110b9166d9da7364f0eb83123a3860288bf4a030c24432e8786cd9f0a05",
+    ),
+}
+ASTROPH_SELF_LOOP_ONLY_NODE = "64582"
+
+
+def register(name: str) -> Callable[[Loader], Loader]:
+    def decorate(loader: Loader) -> Loader:
+        DATASETS[name] = loader
+        return loader
+
+    return decorate
+
+
+def load_dataset(config: Mapping[str, Any], context: DataContext) -> Dataset:
+    """Load the dataset named by `config["name"]` with the rest of `config` as its parameters."""
+    name = config.get("name")
+    if name not in DATASETS:
+        raise ConfigError(f"dataset.name={name!r} is unknown; valid datasets: {', '.join(sorted(DATASETS))}")
+    return DATASETS[name](config, context)
+
+
+@contextmanager
+def igraph_seed(seed: int):
+    """Seed igraph's random generators (generators, Louvain) for the duration of the block."""
+    ig.set_random_number_generator(random.Random(seed))
+    try:
+        yield
+    finally:
+        ig.set_random_number_generator(random)
+
+
+def miserables_graph() -> tuple[ig.Graph, GraphReport]:
+    """Les Misérables co-appearance graph (77 nodes, 254 edges), as shipped by networkx."""
+    nx_graph = nx.les_miserables_graph()
+    names = list(nx_graph.nodes)
+    index = {name: i for i, name in enumerate(names)}
+    edges = np.array([(index[u], index[v]) for u, v in nx_graph.edges], dtype=np.int64)
+    return simple_graph(edges[:, 0], edges[:, 1], names, "networkx les_miserables_graph")
+
+
+@register("miserables")
+def _miserables(config: Mapping[str, Any], context: DataContext) -> Dataset:
+    graph, report = miserables_graph()
+    return Dataset("miserables", graph, report)
+
+
+@register("miserables_cloned")
+def _miserables_cloned(config: Mapping[str, Any], context: DataContext) -> Dataset:
+    """Two copies of Les Misérables joined by one edge between random nodes of each copy (paper 4.1)."""
+    graph, _ = miserables_graph()
+    n = graph.vcount()
+    edges = np.asarray(graph.get_edgelist(), dtype=np.int64)
+    rng = np.random.default_rng(context.seed)
+    bridge = np.array([[rng.integers(n), n + rng.integers(n)]])
+    all_edges = np.concatenate([edges, edges + n, bridge])
+    names = [f"{name}#1" for name in graph.vs["name"]] + [f"{name}#2" for name in graph.vs["name"]]
+    cloned, report = simple_graph(all_edges[:, 0], all_edges[:, 1], names, "cloned les_miserables_graph")
+    report.extra["bridge"] = f"{names[bridge[0, 0]]}--{names[bridge[0, 1]]}"
+    return Dataset("miserables_cloned", cloned, report)
+
+
+@register("edgelist")
+def _edgelist(config: Mapping[str, Any], context: DataContext) -> Dataset:
+    path = config.get("path")
+    if not path:
+        raise ConfigError("dataset.path is required for dataset=edgelist (dataset.path=FILE)")
+    graph, report = read_edgelist(Path(path).expanduser(), config.get("node_ids", "int"))
+    return Dataset(Path(path).name, graph, report)
+
+
+@register("facebook")
+def _facebook(config: Mapping[str, Any], context: DataContext) -> Dataset:
+    graph, report = read_edgelist(fetch(FILES["facebook"], context.root, context.download))
+    return Dataset("facebook", graph, report)
+
+
+@register("astroph")
+def _astroph(config: Mapping[str, Any], context: DataContext) -> Dataset:
+    """arXiv AstroPh from SNAP's file, or the derived one-line-per-edge copy when that is what the root has."""
+    derived = FILES["astroph_derived"]
+    if (context.root / derived.path).exists() and not (context.root / FILES["astroph"].path).exists():
+        path = fetch(derived, context.root, download=False)
+        edges, report = read_edgelist(path)
+        # the only node of SNAP's file that has nothing but a self loop, lost when self loops were removed
+        return Dataset("astroph", _with_isolated(edges, report, ASTROPH_SELF_LOOP_ONLY_NODE), report)
+    graph, report = read_edgelist(fetch(FILES["astroph"], context.root, context.download))
+    return Dataset("astroph", graph, report)
+
+
+def _with_isolated(graph: ig.Graph, report: GraphReport, name: str) -> ig.Graph:
+    if name in set(graph.vs["name"]):
+        raise DataError(f"{report.source}: node {name} was expected to be absent")
+    graph.add_vertex(name=name)
+    report.nodes = graph.vcount()
+    return graph
+
+
+@register("erdos_renyi")
+def _erdos_renyi(config: Mapping[str, Any], context: DataContext) -> Dataset:
+    """G(n, m) with m = round(n · average_degree / 2), seeded by the run's seed."""
+    n, degree = config.get("num_nodes"), config.get("average_degree")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError(f"dataset.num_nodes must be a positive integer, got {n!r}")
+    if isinstance(degree, bool) or not isinstance(degree, (int, float)) or degree < 0:
+        raise ConfigError(f"dataset.average_degree must be a non-negative number, got {degree!r}")
+    edges = round(n * degree / 2)
+    if edges > n * (n - 1) // 2:
+        raise ConfigError(
+            f"dataset.average_degree={degree} needs {edges} edges, more than the {n * (n - 1) // 2} pairs"
+            f" of dataset.num_nodes={n}"
+        )
+    with igraph_seed(context.seed):
+        graph = ig.Graph.Erdos_Renyi(n=n, m=edges)
+    graph.vs["name"] = [str(i) for i in range(n)]
+    report = GraphReport(source=f"G(n={n}, m={edges})", nodes=n, edges=graph.ecount())
+    return Dataset("erdos_renyi", graph, report)

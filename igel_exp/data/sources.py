@@ -1,0 +1,113 @@
+"""Where dataset files live: a data root, the public origin of each file, checksummed downloads."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from igel_exp.errors import DataError
+
+log = logging.getLogger(__name__)
+
+DATA_DIR_ENV = "IGEL_DATA_DIR"
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """A dataset file: its path under the data root, its public origin and its checksum.
+
+    `sha256` is of the file's bytes; `content_sha256` of its decompressed content, so that a copy
+    re-compressed with other settings (or stored uncompressed) still verifies.
+    """
+
+    path: str
+    url: str
+    sha256: str | None = None
+    content_sha256: str | None = None
+
+
+def default_data_root() -> Path:
+    """$IGEL_DATA_DIR, else the user's cache directory."""
+    if os.environ.get(DATA_DIR_ENV):
+        return Path(os.environ[DATA_DIR_ENV])
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "igel-exp"
+
+
+def resolve_data_root(root: str | os.PathLike | None) -> Path:
+    """The configured `data.root`, else the default, made absolute."""
+    return Path(root).expanduser().resolve() if root else default_data_root().expanduser().resolve()
+
+
+def is_gzip(path: Path) -> bool:
+    """True when the file starts with the gzip magic bytes, whatever its name."""
+    with open(path, "rb") as handle:
+        return handle.read(2) == b"\x1f\x8b"
+
+
+def open_binary(path: Path, decompress: bool = True):
+    """The file's bytes, decompressed when it is gzip and `decompress` is set."""
+    return gzip.open(path, "rb") if decompress and is_gzip(path) else open(path, "rb")
+
+
+def _digest(path: Path, decompress: bool) -> str:
+    digest = hashlib.sha256()
+    with open_binary(path, decompress) as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify(path: Path, spec: RemoteFile) -> None:
+    """Raise DataError when `path` does not match the spec's checksum."""
+    try:
+        if spec.sha256 and _digest(path, decompress=False) != spec.sha256:
+            raise DataError(f"{path}: sha256 does not match {spec.sha256}; delete it and fetch {spec.url} again")
+        if spec.content_sha256 and _digest(path, decompress=True) != spec.content_sha256:
+            raise DataError(
+                f"{path}: content sha256 does not match {spec.content_sha256}; delete it and fetch {spec.url} again"
+            )
+    except (OSError, EOFError, gzip.BadGzipFile) as error:
+        raise DataError(f"{path}: unreadable ({error}); delete it and fetch {spec.url} again") from error
+
+
+def fetch(spec: RemoteFile, root: Path, download: bool) -> Path:
+    """Local path of a verified copy of `spec` under `root`, downloading it first when allowed."""
+    target = root / spec.path
+    if not target.exists():
+        if not download:
+            raise DataError(
+                f"{target.name} is missing: download {spec.url} into {target.parent}/ as {target.name}"
+                " (or set data.download=true, or point data.root / $IGEL_DATA_DIR at a folder that has it)"
+            )
+        _download(spec, target)
+    verify(target, spec)
+    return target
+
+
+def _download(spec: RemoteFile, target: Path) -> None:
+    log.info("downloading %s -> %s", spec.url, target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", delete=False) as tmp:
+        partial = Path(tmp.name)
+        try:
+            with urllib.request.urlopen(spec.url, timeout=60) as response:
+                shutil.copyfileobj(response, tmp)
+        except OSError as error:
+            partial.unlink(missing_ok=True)
+            raise DataError(
+                f"could not download {spec.url} ({error}); put the file in {target.parent}/ as {target.name}"
+            ) from error
+    try:
+        verify(partial, spec)
+    except DataError:
+        partial.unlink(missing_ok=True)
+        raise DataError(f"download of {spec.url} failed its checksum and was discarded") from None
+    partial.replace(target)

@@ -1,0 +1,13 @@
+"""Errors caused by the user's input (config, data): the CLI prints them as one line, without a traceback."""
+
+
+class IgelError(Exception):
+    """Base class of user-facing errors."""
+
+
+class ConfigError(IgelError, ValueError):
+    """A config value is invalid; the message names its key."""
+
+
+class DataError(IgelError, ValueError):
+    """A data file is missing or malformed; the message names the file (and line)."""

@@ -1,0 +1,1 @@
+"""Task evaluators: pure functions of graphs and embeddings that return metrics (no I/O, no tracking)."""

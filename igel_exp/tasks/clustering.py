@@ -1,0 +1,78 @@
+"""Clustering evaluators (paper Section 4.1, Appendices A and B): KMeans with k chosen by modularity,
+Louvain for comparison, and the correlation of node-to-neighbours similarity with centralities."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import igraph as ig
+import numpy as np
+from scipy.stats import spearmanr
+from sklearn.cluster import KMeans
+
+from igel_exp.encoding import adjacency
+from igel_exp.errors import ConfigError
+
+CENTRALITIES = ("pagerank", "betweenness", "closeness", "degree")
+
+
+@dataclass
+class KMeansSelection:
+    """KMeans partitions of the embeddings for each k, scored by their modularity on the graph."""
+
+    ks: list[int]
+    modularity: list[float]
+    labels: dict[int, np.ndarray]
+
+    @property
+    def best_k(self) -> int:
+        return self.ks[int(np.argmax(self.modularity))]
+
+    @property
+    def best_labels(self) -> np.ndarray:
+        return self.labels[self.best_k]
+
+
+def kmeans_by_modularity(
+    graph: ig.Graph, embeddings: np.ndarray, ks: list[int], seed: int, n_init: int = 10
+) -> KMeansSelection:
+    """KMeans for every k in `ks`; the best k is the one whose clusters have the highest modularity."""
+    ks = [k for k in ks if 1 <= k <= len(embeddings)]
+    if not ks:
+        raise ConfigError(f"task.k_min..task.k_max leave no k between 1 and the {len(embeddings)} nodes")
+    labels, modularity = {}, []
+    for k in ks:
+        labels[k] = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit_predict(embeddings)
+        modularity.append(float(graph.modularity(labels[k].tolist())))
+    return KMeansSelection(ks, modularity, labels)
+
+
+def louvain(graph: ig.Graph) -> tuple[np.ndarray, float]:
+    """Louvain communities (igraph's multilevel) and their modularity; seed igraph's RNG around the call."""
+    partition = graph.community_multilevel()
+    return np.asarray(partition.membership), float(partition.modularity)
+
+
+def neighbour_similarity(graph: ig.Graph, embeddings: np.ndarray) -> np.ndarray:
+    """Per node, the sum of dot products between its embedding and its neighbours' (Appendix B)."""
+    return np.einsum("ij,ij->i", adjacency(graph).astype(embeddings.dtype) @ embeddings, embeddings)
+
+
+def centralities(graph: ig.Graph) -> dict[str, np.ndarray]:
+    return {
+        "pagerank": np.asarray(graph.pagerank()),
+        "betweenness": np.asarray(graph.betweenness()),
+        "closeness": np.nan_to_num(np.asarray(graph.closeness(), dtype=float)),
+        "degree": np.asarray(graph.degree(), dtype=float),
+    }
+
+
+def centrality_correlations(graph: ig.Graph, embeddings: np.ndarray) -> dict[str, float]:
+    """Spearman ρ (and p-value) between node-to-neighbours similarity and each centrality."""
+    score = neighbour_similarity(graph, embeddings)
+    result = {}
+    for name, values in centralities(graph).items():
+        rho, p_value = spearmanr(score, values)
+        result[f"spearman_{name}"] = float(rho)
+        result[f"spearman_{name}_p"] = float(p_value)
+    return result

@@ -1,0 +1,99 @@
+"""MLflow tracking: where runs go, and what each run logs (params, config, metrics, artifacts).
+
+Without configuration runs go to a local store the tool creates in the working directory
+(`sqlite:///mlflow.db`, artifacts under `./mlruns`): no server to start. `tracking.uri` or
+$MLFLOW_TRACKING_URI point elsewhere.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import mlflow
+import numpy as np
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+PARENT_RUN_ENV = "IGEL_PARENT_RUN_ID"  # set by a sweep so that its jobs become nested runs
+
+
+def tracking_uri(configured: str | None) -> str:
+    """The configured URI, else $MLFLOW_TRACKING_URI, else a sqlite store in the working directory."""
+    if configured:
+        return str(configured)
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mapping → {"a.b.c": value}; lists become their string form."""
+    flat = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+class RunLogger:
+    """What a running experiment may log; the evaluators never see it."""
+
+    def __init__(self, run: mlflow.ActiveRun):
+        self.run = run
+        self.run_id = run.info.run_id
+
+    def metrics(self, values: Mapping[str, float], step: int | None = None) -> None:
+        mlflow.log_metrics({key: float(value) for key, value in values.items()}, step=step)
+
+    def figure(self, figure: plt.Figure, name: str) -> None:
+        mlflow.log_figure(figure, name)
+        plt.close(figure)
+
+    def table(self, frame: pd.DataFrame, name: str) -> None:
+        mlflow.log_text(frame.to_csv(index=False), name)
+
+    def array(self, values: np.ndarray, name: str) -> None:
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / name
+            np.save(path, values)
+            mlflow.log_artifact(str(path))
+
+    def text(self, text: str, name: str) -> None:
+        mlflow.log_text(text, name)
+
+    def tags(self, values: Mapping[str, Any]) -> None:
+        mlflow.set_tags({key: str(value) for key, value in values.items()})
+
+
+@contextmanager
+def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None) -> Iterator[RunLogger]:
+    """An MLflow run that logs the resolved config (flattened as params, whole as config.yaml).
+
+    An exception inside the block ends the run FAILED, with the error as the `error` tag; inside a sweep
+    ($IGEL_PARENT_RUN_ID set) the run is nested under the sweep's parent run.
+    """
+    mlflow.set_tracking_uri(tracking_uri(config.get("tracking", {}).get("uri")))
+    mlflow.set_experiment(experiment)
+    parent = os.environ.get(PARENT_RUN_ENV)
+    resolved = OmegaConf.to_container(config, resolve=True, throw_on_missing=True)
+    with mlflow.start_run(run_name=run_name, parent_run_id=parent, nested=parent is not None) as run:
+        log.info("MLflow run %s in experiment %r at %s", run.info.run_id, experiment, mlflow.get_tracking_uri())
+        mlflow.log_params(flatten(resolved))
+        mlflow.log_text(OmegaConf.to_yaml(resolved), "config.yaml")
+        try:
+            yield RunLogger(run)
+        except BaseException as error:
+            mlflow.set_tag("error", f"{type(error).__name__}: {error}"[:5000])
+            raise

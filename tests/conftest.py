@@ -1,0 +1,67 @@
+"""Shared fixtures: small real graphs, the real data root (when present), composed configs, a tmp MLflow store."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import igraph as ig
+import pytest
+from hydra import compose, initialize_config_module
+
+from igel_exp.data.registry import miserables_graph
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_data_root() -> Path | None:
+    """$IGEL_DATA_DIR, else ../shared/data beside the repository, when it exists."""
+    for candidate in (os.environ.get("IGEL_DATA_DIR"), REPO.parent / "shared" / "data"):
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate)
+    return None
+
+
+@pytest.fixture
+def data_root() -> Path:
+    root = shared_data_root()
+    if root is None:
+        pytest.skip("real datasets absent: set IGEL_DATA_DIR or provide ../shared/data")
+    return root
+
+
+def small_graphs() -> dict[str, ig.Graph]:
+    """Real and generated graphs covering hubs, trees, cliques, disconnected parts and isolated nodes."""
+    disconnected = ig.Graph.Ring(6) + ig.Graph.Full(4) + ig.Graph.Star(5) + ig.Graph(3)  # 3 isolated nodes
+    with_isolated = ig.Graph.Erdos_Renyi(n=60, m=70)
+    with_isolated.add_vertices(2)
+    return {
+        "zachary": ig.Graph.Famous("Zachary"),
+        "miserables": miserables_graph()[0],
+        "tree": ig.Graph.Tree(40, 3),
+        "erdos_renyi": ig.Graph.Erdos_Renyi(n=120, p=0.05),
+        "disconnected": disconnected,
+        "with_isolated": with_isolated,
+        "lattice": ig.Graph.Lattice([5, 6], circular=False),
+        "empty": ig.Graph(4),
+    }
+
+
+@pytest.fixture
+def compose_config():
+    """Compose the packaged config tree with overrides, as igel-run would."""
+
+    def _compose(*overrides: str):
+        with initialize_config_module(config_module="igel_exp.conf", version_base="1.3"):
+            return compose(config_name="config", overrides=list(overrides))
+
+    return _compose
+
+
+@pytest.fixture
+def tracking_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh sqlite MLflow store in a temporary working directory."""
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    return uri

@@ -1,0 +1,119 @@
+import igraph as ig
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from igel_exp.data import DataContext, load_dataset
+from igel_exp.encoding import IGELEncoder, normalise_rows
+from igel_exp.errors import ConfigError
+from igel_exp.reference import reference_encoding
+
+from conftest import small_graphs
+
+KINDS = {"closer": 0, "further": 1, "degree": 2}
+
+
+def reference_counts(graph, encoder, nodes=None) -> np.ndarray:
+    """The plain-BFS reference laid out in the encoder's columns."""
+    nodes = list(range(graph.vcount())) if nodes is None else nodes
+    reference = reference_encoding(graph, encoder.distance, encoder.relative_degrees, nodes)
+    width = encoder.max_degree_ + 1
+    block = (encoder.distance + 1) * width
+    dense = np.zeros((len(nodes), encoder.n_features), dtype=np.int64)
+    for row, counter in enumerate(reference):
+        for key, count in counter.items():
+            kind, (c, degree) = (KINDS[key[0]], key[1:]) if encoder.relative_degrees else (0, key)
+            dense[row, kind * block + c * width + min(degree, encoder.max_degree_)] += count
+    return dense
+
+
+@pytest.mark.parametrize("name", sorted(small_graphs()))
+@pytest.mark.parametrize("distance", [0, 1, 2, 3])
+@pytest.mark.parametrize("relative", [False, True])
+def test_counts_equal_plain_bfs_on_every_node(name, distance, relative):
+    graph = small_graphs()[name]
+    encoder = IGELEncoder(distance, relative_degrees=relative, chunk_size=7).fit(graph)
+    counts = encoder.counts(graph)
+    assert isinstance(counts, sp.csr_matrix)
+    assert counts.shape == (graph.vcount(), encoder.n_features)
+    np.testing.assert_array_equal(counts.toarray(), reference_counts(graph, encoder))
+
+
+def test_worked_example_of_the_design_notes():
+    graph = ig.Graph.Tree(28, 3)
+    encoder = IGELEncoder(2).fit(graph)
+    row = encoder.counts(graph)[0].toarray().ravel()
+    width = encoder.max_degree_ + 1
+    found = {(int(col) // width, int(col) % width): int(row[col]) for col in np.flatnonzero(row)}
+    assert found == {(0, 3): 1, (1, 4): 3, (2, 1): 9}
+
+
+def test_chunk_size_and_threads_do_not_change_the_result():
+    graph = ig.Graph.Erdos_Renyi(n=300, m=900)
+    expected = IGELEncoder(2, chunk_size=1000, n_jobs=1).fit(graph).counts(graph)
+    for chunk_size, n_jobs in [(1, 2), (13, 2), (64, 3)]:
+        got = IGELEncoder(2, chunk_size=chunk_size, n_jobs=n_jobs).fit(graph).counts(graph)
+        assert (got != expected).nnz == 0
+
+
+def test_unseen_graph_degrees_above_max_fall_into_the_last_bin():
+    encoder = IGELEncoder(1).fit(ig.Graph.Ring(10))  # δmax = 2
+    star = ig.Graph.Star(6)  # centre has degree 5
+    counts = encoder.counts(star).toarray()
+    assert counts.shape == (6, 2 * 3)
+    # centre: itself (0, 5→2) and five leaves at distance 1 with degree 1
+    np.testing.assert_array_equal(counts[0], [0, 0, 1, 0, 5, 0])
+    np.testing.assert_array_equal(counts, reference_counts(star, encoder))
+
+
+def test_transform_is_log_then_normalised_per_row():
+    graph = small_graphs()["zachary"]
+    raw = IGELEncoder(2, transform="none", normalise="none").fit(graph).transform(graph).toarray()
+    logged = np.log2(1 + raw)
+    by_sum = IGELEncoder(2, normalise="sum").fit(graph).transform(graph).toarray()
+    by_max = IGELEncoder(2, normalise="max").fit(graph).transform(graph).toarray()
+    by_l2 = IGELEncoder(2, normalise="l2").fit(graph).transform(graph).toarray()
+    np.testing.assert_allclose(by_sum, logged / logged.sum(1, keepdims=True), rtol=1e-6)
+    np.testing.assert_allclose(by_max, logged / logged.max(1, keepdims=True), rtol=1e-6)
+    np.testing.assert_allclose(by_l2, logged / np.linalg.norm(logged, axis=1, keepdims=True), rtol=1e-6)
+    assert by_max.max() == pytest.approx(1.0) and by_max.min() == 0.0
+
+
+def test_all_zero_rows_stay_zero_when_normalised():
+    features = sp.csr_matrix(np.array([[0.0, 0.0], [1.0, 3.0]], dtype=np.float32))
+    np.testing.assert_allclose(normalise_rows(features, "sum").toarray(), [[0, 0], [0.25, 0.75]])
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "2", True, None])
+def test_bad_distance_names_the_key(bad):
+    with pytest.raises(ConfigError, match="encoder.distance"):
+        IGELEncoder(bad)
+
+
+@pytest.mark.parametrize("key, kwargs", [("transform", {"transform": "sqrt"}), ("normalise", {"normalise": "minmax"}),
+                                         ("chunk_size", {"chunk_size": 0})])
+def test_bad_options_name_their_key(key, kwargs):
+    with pytest.raises(ConfigError, match=f"encoder.{key}"):
+        IGELEncoder(1, **kwargs)
+
+
+def test_counts_before_fit_is_an_error():
+    with pytest.raises(RuntimeError, match="not fitted"):
+        IGELEncoder(1).counts(ig.Graph.Ring(4))
+
+
+def test_rejects_graphs_that_are_not_simple():
+    graph = ig.Graph([(0, 1), (0, 1)])
+    with pytest.raises(ValueError, match="simple undirected"):
+        IGELEncoder(1).fit(graph).counts(graph)
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("dataset, distance, sample", [("facebook", 1, 300), ("facebook", 2, 80), ("facebook", 3, 12),
+                                                       ("astroph", 2, 80)])
+def test_counts_equal_plain_bfs_on_real_graphs(data_root, dataset, distance, sample):
+    graph = load_dataset({"name": dataset}, DataContext(data_root, download=False, seed=0)).graph
+    encoder = IGELEncoder(distance).fit(graph)
+    counts = encoder.counts(graph)
+    nodes = np.random.default_rng(distance).choice(graph.vcount(), size=sample, replace=False).tolist()
+    np.testing.assert_array_equal(counts[nodes].toarray(), reference_counts(graph, encoder, nodes))
