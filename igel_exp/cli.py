@@ -8,7 +8,7 @@ import hydra
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from igel_exp import runner
+from igel_exp import pipelines
 from igel_exp.errors import IgelError
 
 CONFIG_PATH = "pkg://igel_exp.conf"
@@ -18,7 +18,7 @@ CONFIG_PATH = "pkg://igel_exp.conf"
 def main(config: DictConfig) -> float | None:
     """Run one experiment (or, with -m, one job of a sweep) as an MLflow run."""
     try:
-        metrics = runner.run(config)
+        metrics = pipelines.run(config)
     except (IgelError, OmegaConfBaseException) as error:
         # user input problems: one line, no traceback; the MLflow run (if any) is already FAILED
         sys.exit(f"igel-run: error: {str(error).splitlines()[0]}")

@@ -87,7 +87,12 @@ def ego_shells(adj: sp.csr_matrix, sources: np.ndarray, distance: int) -> list[S
     shells = []
     for c in range(distance + 1):
         known = current if previous is None else current + previous
-        merged = frontier @ adj + known
+        product = frontier @ adj
+        if c == distance:  # only counts on known nodes are needed: drop the next layer before decoding
+            pattern = known.copy()
+            pattern.data = np.ones_like(pattern.data)
+            product = product.multiply(pattern).tocsr()
+        merged = product + known
         data, cols = merged.data, merged.indices
         rows = np.repeat(local, np.diff(merged.indptr))
         tag = data & (3 << _TAG_SHIFT)

@@ -7,9 +7,11 @@ $MLFLOW_TRACKING_URI point elsewhere.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,11 +21,14 @@ import matplotlib.pyplot as plt
 import mlflow
 import numpy as np
 import pandas as pd
+from hydra.experimental.callback import Callback
+from mlflow.entities import RunStatus
 from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
 
 PARENT_RUN_ENV = "IGEL_PARENT_RUN_ID"  # set by a sweep so that its jobs become nested runs
+SWEEP_TAG = "igel.sweep"  # the parent run's id, on the parent and on every job of the sweep
 
 
 def tracking_uri(configured: str | None) -> str:
@@ -88,7 +93,8 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
     mlflow.set_experiment(experiment)
     parent = os.environ.get(PARENT_RUN_ENV)
     resolved = OmegaConf.to_container(config, resolve=True, throw_on_missing=True)
-    with mlflow.start_run(run_name=run_name, parent_run_id=parent, nested=parent is not None) as run:
+    tags = {SWEEP_TAG: parent} if parent else None
+    with mlflow.start_run(run_name=run_name, parent_run_id=parent, nested=parent is not None, tags=tags) as run:
         log.info("MLflow run %s in experiment %r at %s", run.info.run_id, experiment, mlflow.get_tracking_uri())
         mlflow.log_params(flatten(resolved))
         mlflow.log_text(OmegaConf.to_yaml(resolved), "config.yaml")
@@ -97,3 +103,42 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
         except BaseException as error:
             mlflow.set_tag("error", f"{type(error).__name__}: {error}"[:5000])
             raise
+
+
+class SweepCallback(Callback):
+    """Groups the jobs of an `igel-run -m` sweep under one parent MLflow run.
+
+    The store, the experiment and the parent run are created here, in the launching process, before
+    jobs fan out: parallel jobs (joblib, submitit) then never race to create the sqlite store. Jobs find
+    the parent through $IGEL_PARENT_RUN_ID. The parent ends FINISHED with the sweep, FAILED if the
+    process exits before the sweep completes.
+    """
+
+    def __init__(self):
+        self.parent_run_id: str | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        mlflow.set_tracking_uri(tracking_uri(config.get("tracking", {}).get("uri")))
+        experiment = mlflow.set_experiment(config.name)
+        client = mlflow.MlflowClient()
+        overrides = " ".join(config.hydra.overrides.task)
+        run = client.create_run(
+            experiment.experiment_id,
+            run_name=f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')}",
+            tags={"igel.sweep_overrides": overrides[:5000], "mlflow.note.content": f"igel-run -m {overrides}"},
+        )
+        self.parent_run_id = run.info.run_id
+        client.set_tag(self.parent_run_id, SWEEP_TAG, self.parent_run_id)
+        os.environ[PARENT_RUN_ENV] = self.parent_run_id
+        atexit.register(self._end, RunStatus.FAILED)
+        log.info("sweep parent run %s in experiment %r", self.parent_run_id, config.name)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        self._end(RunStatus.FINISHED)
+
+    def _end(self, status: int) -> None:
+        if self.parent_run_id is None:
+            return
+        mlflow.MlflowClient().set_terminated(self.parent_run_id, RunStatus.to_string(status))
+        os.environ.pop(PARENT_RUN_ENV, None)
+        self.parent_run_id = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import random
 from collections.abc import Callable, Iterable, Iterator
 
@@ -32,10 +33,15 @@ def resolve_device(name: str = "auto") -> torch.device:
     return device
 
 
-def seed_everything(seed: int) -> None:
+def seed_everything(seed: int, deterministic: bool = True) -> None:
+    """Seed every generator; `deterministic` also makes torch pick reproducible kernels (bit-identical reruns;
+    without it threaded CPU reductions differ in the last bits from run to run)."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+    if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # required by deterministic cuBLAS
+    torch.use_deterministic_algorithms(deterministic, warn_only=True)
 
 
 class SkipGramTrainer:

@@ -90,8 +90,10 @@ def test_bad_distance_names_the_key(bad):
         IGELEncoder(bad)
 
 
-@pytest.mark.parametrize("key, kwargs", [("transform", {"transform": "sqrt"}), ("normalise", {"normalise": "minmax"}),
-                                         ("chunk_size", {"chunk_size": 0})])
+@pytest.mark.parametrize(
+    "key, kwargs",
+    [("transform", {"transform": "sqrt"}), ("normalise", {"normalise": "minmax"}), ("chunk_size", {"chunk_size": 0})],
+)
 def test_bad_options_name_their_key(key, kwargs):
     with pytest.raises(ConfigError, match=f"encoder.{key}"):
         IGELEncoder(1, **kwargs)
@@ -109,8 +111,9 @@ def test_rejects_graphs_that_are_not_simple():
 
 
 @pytest.mark.data
-@pytest.mark.parametrize("dataset, distance, sample", [("facebook", 1, 300), ("facebook", 2, 80), ("facebook", 3, 12),
-                                                       ("astroph", 2, 80)])
+@pytest.mark.parametrize(
+    "dataset, distance, sample", [("facebook", 1, 300), ("facebook", 2, 80), ("facebook", 3, 12), ("astroph", 2, 80)]
+)
 def test_counts_equal_plain_bfs_on_real_graphs(data_root, dataset, distance, sample):
     graph = load_dataset({"name": dataset}, DataContext(data_root, download=False, seed=0)).graph
     encoder = IGELEncoder(distance).fit(graph)

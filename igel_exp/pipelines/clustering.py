@@ -1,0 +1,81 @@
+"""Paper §4.1 and Appendix A: clustering of unsupervised IGEL embeddings."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+from omegaconf import DictConfig
+
+from igel_exp import plots
+from igel_exp.data import igraph_seed
+from igel_exp.pipelines import pipeline
+from igel_exp.pipelines.common import Stages, build_encoder, load, train_unsupervised
+from igel_exp.tasks.clustering import centrality_correlations, kmeans_by_modularity, louvain, neighbour_similarity
+from igel_exp.tracking import tracked_run
+
+log = logging.getLogger(__name__)
+
+
+@pipeline("clustering")
+def clustering(config: DictConfig) -> dict[str, float]:
+    """Paper §4.1 / Appendix A: cluster unsupervised IGEL embeddings, pick k by modularity, compare with
+    Louvain, and correlate node-to-neighbours similarity with centralities."""
+    encoder = build_encoder(config.encoder, config.progress)
+    ks = list(range(config.task.k_min, config.task.k_max + 1))
+    stages = Stages()
+    with tracked_run(config, config.name) as logger:
+        with stages("load"):
+            dataset = load(config)
+        logger.metrics(dataset.report.as_metrics())
+        embeddings = train_unsupervised(dataset, config, encoder, logger, stages)
+        graph = dataset.graph
+        with stages("evaluate"):
+            selection = kmeans_by_modularity(graph, embeddings, ks, config.seed, config.task.kmeans_n_init)
+            with igraph_seed(config.seed):
+                communities, louvain_modularity = louvain(graph)
+            correlations = centrality_correlations(graph, embeddings)
+        for k, value in zip(selection.ks, selection.modularity, strict=True):
+            logger.metrics({"modularity_by_k": value}, step=k)
+        metrics = {
+            "best_k": selection.best_k,
+            "modularity": max(selection.modularity),
+            "louvain_modularity": louvain_modularity,
+            "louvain_communities": int(communities.max()) + 1,
+            **correlations,
+            **stages.metrics(),
+        }
+        logger.metrics(metrics)
+        logger.array(embeddings, "embeddings.npy")
+        logger.table(
+            pd.DataFrame(
+                {
+                    "vertex": np.arange(graph.vcount()),
+                    "name": graph.vs["name"],
+                    "cluster": selection.best_labels,
+                    "louvain": communities,
+                    "neighbour_similarity": neighbour_similarity(graph, embeddings),
+                }
+            ),
+            "nodes.csv",
+        )
+        alpha = f"α={config.encoder.distance}" if encoder is not None else config.encoder.name
+        logger.figure(
+            plots.graph_clusters(
+                graph, selection.best_labels, config.seed, f"{dataset.name}: IGEL {alpha}, KMeans k={selection.best_k}"
+            ),
+            "clusters.png",
+        )
+        logger.figure(plots.graph_clusters(graph, communities, config.seed, f"{dataset.name}: Louvain"), "louvain.png")
+        logger.figure(
+            plots.modularity_by_k(selection.ks, selection.modularity, louvain_modularity, f"{dataset.name}, {alpha}"),
+            "modularity.png",
+        )
+    log.info(
+        "clustering: best k=%d, modularity %.4f (Louvain %.4f)",
+        selection.best_k,
+        metrics["modularity"],
+        louvain_modularity,
+    )
+    return metrics

@@ -1,0 +1,158 @@
+"""igel-run as users call it: composed configs, end-to-end runs, errors, packaging."""
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pytest
+from hydra.errors import ConfigCompositionException
+
+from igel_exp import pipelines
+from igel_exp.errors import ConfigError
+
+from conftest import REPO
+
+QUICK = ["trainer.epochs=1", "trainer.walk_length=20", "progress=false"]
+
+
+def igel_run(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The console script's code, run as a separate process in `cwd` like a user would, with no tracking
+    URI inherited (mlflow.set_tracking_uri exports one to the environment of later subprocesses)."""
+    command = [sys.executable, "-c", "from igel_exp.cli import main; main()", *args]
+    clean = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, env={**clean, **(env or {})}, timeout=300)
+
+
+def runs(tmp_path: Path):
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    return mlflow.search_runs(search_all_experiments=True)
+
+
+def test_default_config_is_the_clustering_experiment(compose_config):
+    config = compose_config()
+    assert config.name == "clustering" and config.task.name == "clustering"
+    assert config.dataset.name == "miserables_cloned"
+    assert (config.encoder.distance, config.trainer.dim, config.trainer.walk_length) == (1, 8, 200)
+
+
+def test_command_line_overrides_win_over_the_experiment(compose_config):
+    config = compose_config("dataset=edgelist", "dataset.path=g.txt", "encoder.distance=3")
+    assert (config.dataset.name, config.dataset.path, config.encoder.distance) == ("edgelist", "g.txt", 3)
+
+
+def test_unknown_dataset_lists_the_valid_ones(compose_config):
+    with pytest.raises(ConfigCompositionException, match="(?s)Available options.*facebook.*miserables_cloned"):
+        compose_config("dataset=cora")
+
+
+def test_bad_distance_fails_before_any_run(compose_config, tracking_uri, tmp_path):
+    with pytest.raises(ConfigError, match="encoder.distance"):
+        pipelines.run(compose_config("encoder.distance=-1"))
+    assert runs(tmp_path).empty
+
+
+def test_default_run_end_to_end(tmp_path):
+    result = igel_run(*QUICK, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "mlflow.db").exists()
+    [run] = runs(tmp_path).itertuples()
+    assert run.status == "FINISHED"
+    client = mlflow.MlflowClient()
+    metrics = client.get_run(run.run_id).data.metrics
+    for key in [
+        "best_k",
+        "modularity",
+        "louvain_modularity",
+        "loss",
+        "time_encode_s",
+        "time_train_s",
+        "spearman_pagerank",
+        "spearman_betweenness",
+        "spearman_closeness",
+        "spearman_degree",
+    ]:
+        assert key in metrics, key
+    assert 2 <= metrics["best_k"] <= 10
+    assert [m.step for m in client.get_metric_history(run.run_id, "modularity_by_k")] == list(range(2, 11))
+    artifacts = {a.path for a in client.list_artifacts(run.run_id)}
+    assert {"config.yaml", "embeddings.npy", "nodes.csv", "clusters.png", "modularity.png"} <= artifacts
+    embeddings = np.load(mlflow.artifacts.download_artifacts(f"runs:/{run.run_id}/embeddings.npy"))
+    assert embeddings.shape == (154, 8)
+
+
+def test_same_seed_same_embeddings_and_metrics(compose_config, tracking_uri, tmp_path):
+    first = pipelines.run(compose_config(*QUICK, "seed=7"))
+    second = pipelines.run(compose_config(*QUICK, "seed=7"))
+    other = pipelines.run(compose_config(*QUICK, "seed=8"))
+    ids = runs(tmp_path).sort_values("start_time").run_id.tolist()
+    arrays = [np.load(mlflow.artifacts.download_artifacts(f"runs:/{i}/embeddings.npy")) for i in ids]
+    np.testing.assert_array_equal(arrays[0], arrays[1])
+    assert not np.array_equal(arrays[0], arrays[2])
+    drop_timings = lambda m: {k: v for k, v in m.items() if not k.startswith(("time_", "peak_"))}  # noqa: E731
+    assert drop_timings(first) == drop_timings(second) != drop_timings(other)
+
+
+def test_a_failure_inside_a_run_leaves_it_failed(compose_config, tracking_uri, tmp_path):
+    with pytest.raises(ConfigError, match="task.k_min"):
+        pipelines.run(compose_config(*QUICK, "task.k_min=500", "task.k_max=600"))
+    [run] = runs(tmp_path).itertuples()
+    assert run.status == "FAILED"
+
+
+def test_own_edge_list_and_its_errors(tmp_path):
+    graph = tmp_path / "ring.txt"
+    graph.write_text("".join(f"n{i} n{(i + 1) % 30}\nn{i} n{(i + 7) % 30}\n" for i in range(30)))
+    ok = igel_run("dataset=edgelist", f"dataset.path={graph}", "dataset.node_ids=token", *QUICK, cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    bad = tmp_path / "bad.txt"
+    bad.write_text("1 2\n2 three\n")
+    failed = igel_run("dataset=edgelist", f"dataset.path={bad}", *QUICK, cwd=tmp_path)
+    assert failed.returncode != 0
+    assert failed.stderr.strip().splitlines()[-1] == (
+        f"igel-run: error: {bad}:2: node id 'three' is not an integer (set dataset.node_ids=token for arbitrary ids)"
+    )
+    assert sorted(runs(tmp_path).status) == ["FAILED", "FINISHED"]
+
+
+def test_unknown_experiment_lists_the_valid_ones(tmp_path):
+    result = igel_run("experiment=nope", cwd=tmp_path)
+    assert result.returncode != 0
+    assert "Could not find 'experiment/nope'" in result.stderr and "clustering" in result.stderr
+
+
+def test_wheel_ships_the_configs_and_runs_from_another_directory(tmp_path):
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert build.returncode == 0, build.stderr
+    [wheel] = tmp_path.glob("igel_exp-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {
+        "igel_exp/conf/config.yaml",
+        "igel_exp/conf/experiment/clustering.yaml",
+        "igel_exp/conf/dataset/edgelist.yaml",
+    } <= names
+    installed = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(installed)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {"PYTHONPATH": str(installed)}
+    probe = subprocess.run(
+        [sys.executable, "-c", "import igel_exp; print(igel_exp.__file__)"],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    )
+    assert probe.stdout.startswith(str(installed))
+    job = igel_run("--cfg", "job", cwd=elsewhere, env=env)
+    assert job.returncode == 0, job.stderr
+    assert "name: clustering" in job.stdout and "walk_length: 200" in job.stdout
+    assert "igel-run" in igel_run("--help", cwd=elsewhere, env=env).stdout

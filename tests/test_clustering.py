@@ -1,0 +1,55 @@
+import igraph as ig
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from igel_exp.tasks.clustering import (
+    centralities,
+    centrality_correlations,
+    kmeans_by_modularity,
+    louvain,
+    neighbour_similarity,
+)
+
+from conftest import small_graphs
+
+
+def planted(groups: int = 4, size: int = 12) -> tuple[ig.Graph, np.ndarray]:
+    """Dense groups joined in a ring by single edges; the planted labels."""
+    graph = ig.Graph.Full(size)
+    for _ in range(groups - 1):
+        graph = graph + ig.Graph.Full(size)
+    graph.add_edges([(g * size, ((g + 1) % groups) * size + 1) for g in range(groups)])
+    return graph, np.repeat(np.arange(groups), size)
+
+
+def test_kmeans_picks_the_planted_number_of_clusters():
+    graph, labels = planted()
+    embeddings = np.eye(4)[labels] + np.random.default_rng(0).normal(scale=0.05, size=(len(labels), 4))
+    selection = kmeans_by_modularity(graph, embeddings, list(range(2, 8)), seed=0)
+    assert selection.best_k == 4
+    assert max(selection.modularity) == pytest.approx(graph.modularity(labels.tolist()))
+    assert len(set(zip(selection.best_labels, labels, strict=True))) == 4  # the same partition
+
+
+def test_louvain_finds_the_planted_groups():
+    graph, labels = planted()
+    membership, modularity = louvain(graph)
+    assert modularity == pytest.approx(graph.modularity(labels.tolist()))
+    assert len(set(membership)) == 4
+
+
+def test_neighbour_similarity_is_the_sum_of_dot_products():
+    graph = small_graphs()["zachary"]
+    embeddings = np.random.default_rng(1).normal(size=(graph.vcount(), 3))
+    expected = [sum(embeddings[v] @ embeddings[u] for u in graph.neighbors(v)) for v in range(graph.vcount())]
+    np.testing.assert_allclose(neighbour_similarity(graph, embeddings), expected)
+
+
+def test_identical_embeddings_rank_nodes_by_degree():
+    graph = small_graphs()["miserables"]
+    result = centrality_correlations(graph, np.ones((graph.vcount(), 2)))
+    assert result["spearman_degree"] == pytest.approx(1.0)
+    values = centralities(graph)
+    assert result["spearman_pagerank"] == pytest.approx(spearmanr(values["degree"], values["pagerank"])[0])
+    assert result["spearman_degree_p"] < 1e-20

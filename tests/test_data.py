@@ -1,0 +1,175 @@
+import gzip
+import hashlib
+import logging
+from pathlib import Path
+
+import pytest
+
+from igel_exp.data import DataContext, RemoteFile, fetch, load_dataset, read_edgelist, resolve_data_root
+from igel_exp.errors import ConfigError, DataError
+
+
+def write(path: Path, text: str) -> Path:
+    if path.suffix == ".gz":
+        with gzip.open(path, "wt") as handle:
+            handle.write(text)
+    else:
+        path.write_text(text)
+    return path
+
+
+def edges_by_name(graph) -> set[frozenset]:
+    names = graph.vs["name"]
+    return {frozenset((names[a], names[b])) for a, b in graph.get_edgelist()}
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".gz"])
+def test_tokens_map_to_vertices_in_order_of_appearance(tmp_path, suffix):
+    path = write(tmp_path / f"g{suffix}", "# a comment\nbob alice\n\nalice carol 0.5  # weight ignored\ndave bob\n")
+    graph, report = read_edgelist(path, node_ids="token")
+    assert graph.vs["name"] == ["bob", "alice", "carol", "dave"]
+    assert edges_by_name(graph) == {frozenset(p) for p in [("bob", "alice"), ("alice", "carol"), ("dave", "bob")]}
+    assert (report.nodes, report.edges) == (4, 3)
+
+
+def test_self_loops_and_duplicates_are_dropped_and_reported(tmp_path, caplog):
+    path = write(tmp_path / "g.txt", "10 20\n20 10\n10 20\n30 30\n20 40\n")
+    with caplog.at_level(logging.INFO):
+        graph, report = read_edgelist(path)
+    assert graph.vs["name"] == ["10", "20", "30", "40"]  # 30 keeps its vertex, isolated
+    assert graph.ecount() == 2 and graph.is_simple() and not graph.is_directed()
+    assert (report.self_loops_removed, report.duplicates_removed) == (1, 2)
+    assert "dropped 1 self loops and merged 2 duplicate or reversed edges" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "text, node_ids, message",
+    [
+        ("1 2\n2 x\n", "int", r"g.txt:2: node id 'x' is not an integer"),
+        ("# header\n1 2\n3\n", "int", r"g.txt:3: expected two node ids, found one column"),
+        ("a b\nc\n", "token", r"g.txt:2: expected two node ids"),
+        ("", "int", r"g.txt: no edges"),
+        ("# only comments\n\n", "token", r"g.txt: no edges"),
+    ],
+)
+def test_malformed_files_name_the_file_and_line(tmp_path, text, node_ids, message):
+    path = write(tmp_path / "g.txt", text)
+    with pytest.raises(DataError, match=message) as error:
+        read_edgelist(path, node_ids=node_ids)
+    assert "\n" not in str(error.value)
+
+
+def test_missing_file_and_bad_option(tmp_path):
+    with pytest.raises(DataError, match="nope.txt: edge list file not found"):
+        read_edgelist(tmp_path / "nope.txt")
+    with pytest.raises(DataError, match="dataset.node_ids"):
+        read_edgelist(write(tmp_path / "g.txt", "1 2\n"), node_ids="names")
+
+
+def test_ragged_rows_are_parsed_on_the_slow_path(tmp_path):
+    graph, _ = read_edgelist(write(tmp_path / "g.txt", "1 2\n2 3 0.7 extra\n3 1\n"))
+    assert graph.vcount() == 3 and graph.ecount() == 3
+
+
+def context(tmp_path, seed=0, download=False):
+    return DataContext(tmp_path, download=download, seed=seed)
+
+
+def test_les_miserables_and_its_clone(tmp_path):
+    plain = load_dataset({"name": "miserables"}, context(tmp_path)).graph
+    assert (plain.vcount(), plain.ecount()) == (77, 254)
+    cloned = [load_dataset({"name": "miserables_cloned"}, context(tmp_path, seed)).graph for seed in (0, 0, 1)]
+    assert (cloned[0].vcount(), cloned[0].ecount()) == (154, 509)
+    assert cloned[0].is_connected()
+    bridges = [{e for e in g.get_edgelist() if (e[0] < 77) != (e[1] < 77)} for g in cloned]
+    assert len(bridges[0]) == 1 and bridges[0] == bridges[1]
+    assert edges_by_name(cloned[0].induced_subgraph(range(77))) == {
+        frozenset(f"{n}#1" for n in pair) for pair in edges_by_name(plain)
+    }
+
+
+def test_erdos_renyi_is_seeded_and_sized(tmp_path):
+    config = {"name": "erdos_renyi", "num_nodes": 500, "average_degree": 6}
+    graphs = [load_dataset(config, context(tmp_path, seed)).graph for seed in (1, 1, 2)]
+    assert (graphs[0].vcount(), graphs[0].ecount()) == (500, 1500)
+    assert graphs[0].get_edgelist() == graphs[1].get_edgelist() != graphs[2].get_edgelist()
+
+
+@pytest.mark.parametrize(
+    "config, key",
+    [
+        ({"num_nodes": -3, "average_degree": 2}, "dataset.num_nodes"),
+        ({"num_nodes": 10, "average_degree": -1}, "dataset.average_degree"),
+        ({"num_nodes": 10, "average_degree": 12}, "dataset.average_degree=12 needs 60 edges"),
+    ],
+)
+def test_erdos_renyi_rejects_impossible_sizes(tmp_path, config, key):
+    with pytest.raises(ConfigError, match=key):
+        load_dataset({"name": "erdos_renyi", **config}, context(tmp_path))
+
+
+def test_unknown_dataset_lists_the_valid_ones(tmp_path):
+    with pytest.raises(ConfigError, match="valid datasets: .*facebook.*miserables"):
+        load_dataset({"name": "cora"}, context(tmp_path))
+
+
+def test_edgelist_dataset_needs_a_path(tmp_path):
+    with pytest.raises(ConfigError, match="dataset.path"):
+        load_dataset({"name": "edgelist"}, context(tmp_path))
+
+
+def remote(tmp_path: Path, text: str, compress: bool) -> tuple[RemoteFile, Path]:
+    origin = write(tmp_path / ("origin.txt.gz" if compress else "origin.txt"), text)
+    content = hashlib.sha256(text.encode()).hexdigest()
+    return RemoteFile(path="Toy/toy.edgelist.gz", url=origin.as_uri(), content_sha256=content), origin
+
+
+def test_fetch_downloads_verifies_and_caches(tmp_path):
+    spec, origin = remote(tmp_path, "0 1\n1 2\n", compress=True)
+    root = tmp_path / "root"
+    path = fetch(spec, root, download=True)
+    assert path == root / "Toy" / "toy.edgelist.gz" and path.read_bytes() == origin.read_bytes()
+    origin.unlink()  # a second fetch uses the verified local copy
+    assert fetch(spec, root, download=False) == path
+
+
+def test_offline_and_missing_names_file_url_and_folder(tmp_path):
+    spec, _ = remote(tmp_path, "0 1\n", compress=False)
+    with pytest.raises(DataError) as error:
+        fetch(spec, tmp_path / "root", download=False)
+    message = str(error.value)
+    assert "toy.edgelist.gz" in message and spec.url in message and str(tmp_path / "root" / "Toy") in message
+
+
+def test_corrupted_download_fails_its_checksum_and_is_not_kept(tmp_path):
+    spec, _ = remote(tmp_path, "0 1\n", compress=True)
+    bad = RemoteFile(spec.path, spec.url, content_sha256="0" * 64)
+    with pytest.raises(DataError, match="failed its checksum"):
+        fetch(bad, tmp_path / "root", download=True)
+    assert not list((tmp_path / "root" / "Toy").iterdir())
+
+
+def test_corrupted_local_copy_is_refused(tmp_path):
+    spec, _ = remote(tmp_path, "0 1\n", compress=True)
+    local = tmp_path / "root" / "Toy"
+    local.mkdir(parents=True)
+    write(local / "toy.edgelist.gz", "0 2\n")
+    with pytest.raises(DataError, match="content sha256 does not match"):
+        fetch(spec, tmp_path / "root", download=False)
+
+
+def test_data_root_from_config_env_or_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("IGEL_DATA_DIR", str(tmp_path / "env"))
+    assert resolve_data_root(None) == tmp_path / "env"
+    assert resolve_data_root(str(tmp_path / "cfg")) == tmp_path / "cfg"
+    monkeypatch.delenv("IGEL_DATA_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert resolve_data_root(None) == tmp_path / "cache" / "igel-exp"
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("name, nodes, edges", [("facebook", 4039, 88234), ("astroph", 18772, 198050)])
+def test_real_graphs_from_the_shared_layout(data_root, name, nodes, edges):
+    graph = load_dataset({"name": name}, DataContext(data_root, download=False, seed=0)).graph
+    assert (graph.vcount(), graph.ecount()) == (nodes, edges)
+    assert graph.is_simple() and not graph.is_directed()

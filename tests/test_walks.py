@@ -1,0 +1,85 @@
+import igraph as ig
+import numpy as np
+import pytest
+
+from igel_exp.errors import ConfigError
+from igel_exp.walks import END, CSRGraph, epoch_pairs, random_walks, skipgram_pairs
+
+from conftest import small_graphs
+
+
+def test_csr_graph_matches_igraph_neighbours():
+    graph = small_graphs()["disconnected"]
+    csr = CSRGraph.from_igraph(graph)
+    for v in range(graph.vcount()):
+        assert csr.indices[csr.indptr[v] : csr.indptr[v + 1]].tolist() == sorted(graph.neighbors(v))
+    heads, tails = np.array([0, 0, 6, 13]), np.array([1, 3, 7, 14])
+    expected = [graph.are_adjacent(int(h), int(t)) for h, t in zip(heads, tails, strict=True)]
+    assert csr.has_edges(heads, tails).tolist() == expected
+
+
+@pytest.mark.parametrize("p, q", [(1.0, 1.0), (0.25, 4.0), (4.0, 0.25)])
+def test_every_step_follows_an_edge_and_dead_ends_pad(p, q):
+    graph = small_graphs()["with_isolated"]
+    csr = CSRGraph.from_igraph(graph)
+    walks = random_walks(csr, np.arange(graph.vcount()), 12, np.random.default_rng(0), p, q)
+    assert walks.shape == (graph.vcount(), 12)
+    np.testing.assert_array_equal(walks[:, 0], np.arange(graph.vcount()))
+    for walk in walks:
+        steps = walk[walk != END]
+        assert all(graph.are_adjacent(int(a), int(b)) for a, b in zip(steps[:-1], steps[1:], strict=True))
+        assert (walk[len(steps) :] == END).all()
+    isolated = np.flatnonzero(np.asarray(graph.degree()) == 0)
+    assert (walks[isolated, 1:] == END).all()
+
+
+def test_uniform_walks_choose_neighbours_uniformly():
+    star = ig.Graph.Star(5)  # from the centre, each of 4 leaves with probability 1/4
+    walks = random_walks(CSRGraph.from_igraph(star), np.zeros(40000, dtype=np.int64), 2, np.random.default_rng(1))
+    shares = np.bincount(walks[:, 1], minlength=5)[1:] / 40000
+    np.testing.assert_allclose(shares, 0.25, atol=0.01)
+
+
+def test_node2vec_return_parameter_biases_going_back():
+    # path 0-1-2: from 1 having come from 0, going back has weight 1/p, going on to 2 weight 1/q
+    path = CSRGraph.from_igraph(ig.Graph([(0, 1), (1, 2)]))
+    starts = np.zeros(20000, dtype=np.int64)
+    walks = random_walks(path, starts, 3, np.random.default_rng(2), return_p=0.25, inout_q=1.0)
+    back = np.mean(walks[:, 2] == 0)
+    assert back == pytest.approx(4 / 5, abs=0.02)  # weights 4 (back) vs 1 (on)
+
+
+def test_pairs_cover_the_window_in_both_directions():
+    walks = np.array([[0, 1, 2, 3], [4, 5, END, END]])
+    targets, contexts = skipgram_pairs(walks, window=2)
+    pairs = sorted(zip(targets.tolist(), contexts.tolist(), strict=True))
+    expected = sorted(
+        [(0, 1), (1, 2), (2, 3), (4, 5), (0, 2), (1, 3)] + [(1, 0), (2, 1), (3, 2), (5, 4), (2, 0), (3, 1)]
+    )
+    assert pairs == expected
+
+
+def test_epoch_pairs_are_reproducible_and_bounded_by_chunks():
+    csr = CSRGraph.from_igraph(small_graphs()["zachary"])
+
+    def draw(seed):
+        chunks = list(epoch_pairs(csr, 3, 10, 2, np.random.default_rng(seed), walks_per_chunk=16))
+        return np.concatenate([t for t, _ in chunks]), np.concatenate([c for _, c in chunks]), len(chunks)
+
+    first, second, other = draw(5), draw(5), draw(6)
+    assert first[2] == int(np.ceil(3 * 34 / 16))
+    np.testing.assert_array_equal(first[0], second[0])
+    np.testing.assert_array_equal(first[1], second[1])
+    assert not np.array_equal(first[0], other[0])
+    assert len(first[0]) == 3 * 34 * 2 * (9 + 8)  # no dead ends: both directions of offsets 1 and 2
+
+
+@pytest.mark.parametrize(
+    "kwargs, key",
+    [({"window": 0}, "trainer.window"), ({"walks_per_node": 0}, "walks_per_node"), ({"walk_length": 0}, "walk_length")],
+)
+def test_bad_walk_settings_name_their_key(kwargs, key):
+    csr = CSRGraph.from_igraph(ig.Graph.Ring(5))
+    settings = {"walks_per_node": 1, "walk_length": 5, "window": 2, **kwargs}
+    with pytest.raises(ConfigError, match=key):
+        list(epoch_pairs(csr, rng=np.random.default_rng(0), **settings))
