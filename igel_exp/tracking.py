@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 PARENT_RUN_ENV = "IGEL_PARENT_RUN_ID"  # set by a sweep so that its jobs become nested runs
 SWEEP_TAG = "igel.sweep"  # the parent run's id, on the parent and on every job of the sweep
+NOT_PARAMS = ("reproduce",)  # reference data of experiments/ files: kept in config.yaml, not run params
 
 
 def tracking_uri(configured: str | None) -> str:
@@ -96,7 +97,7 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
     tags = {SWEEP_TAG: parent} if parent else None
     with mlflow.start_run(run_name=run_name, parent_run_id=parent, nested=parent is not None, tags=tags) as run:
         log.info("MLflow run %s in experiment %r at %s", run.info.run_id, experiment, mlflow.get_tracking_uri())
-        mlflow.log_params(flatten(resolved))
+        mlflow.log_params(flatten({k: v for k, v in resolved.items() if k not in NOT_PARAMS}))
         mlflow.log_text(OmegaConf.to_yaml(resolved), "config.yaml")
         try:
             yield RunLogger(run)
