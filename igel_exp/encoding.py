@@ -7,7 +7,8 @@ F_c @ A per layer finds, for each (source, u), how many of u's neighbours lie in
 c+1 that count is u's "closer" degree, at layer c its "same" degree, at layer c-1 its "further"
 degree; a node's degree inside the ego graph is their sum (the outer shell has no further
 neighbours inside the ball). The products run in scipy's C code, which releases the GIL, so chunks
-run on a thread pool; memory is bounded by the chunk size.
+run on a thread pool; memory is bounded by the chunk size. On a large graph a chunk works on the subgraph
+its sources' balls span (`local_ball`), so that its cost does not grow with |V|.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ _PREVIOUS_LAYER = 1 << _TAG_SHIFT
 _CURRENT_LAYER = 2 << _TAG_SHIFT
 MAX_SUPPORTED_DEGREE = _MASK
 _DENSE_CHUNK_CELLS = 1 << 22  # per-chunk count histograms up to 32 MiB are built densely
+# A chunk works on the subgraph spanned by its sources' balls when the graph has more than 16 times as many
+# nodes as the chunk has sources and the balls span at most a quarter of it: there scipy's per-call arrays of
+# |V| entries outweigh the chunk's work, elsewhere building the subgraph would be the overhead.
+_LOCAL_ABOVE = 16
+_LOCAL_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,54 @@ def adjacency(graph: ig.Graph) -> sp.csr_matrix:
     matrix.sum_duplicates()
     matrix.data[:] = 1
     return matrix
+
+
+def _rows(adj: sp.csr_matrix, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position in `nodes`, neighbour) of every neighbour of the given nodes, row after row."""
+    starts = adj.indptr[nodes]
+    lengths = adj.indptr[nodes + 1] - starts
+    owner = np.repeat(np.arange(len(nodes)), lengths)
+    offsets = np.cumsum(lengths) - lengths
+    return owner, adj.indices[np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))]
+
+
+def local_ball(
+    adj: sp.csr_matrix, sources: np.ndarray, distance: int, max_share: float = 1.0
+) -> tuple[np.ndarray, sp.csr_matrix] | None:
+    """The nodes within `distance` hops of any of `sources` (sorted vertex ids) and the adjacency among them;
+    None as soon as they are more than `max_share` of the graph's nodes.
+
+    Every path of at most `distance` hops from a source stays among these nodes, so the ego graphs of the
+    sources, and ego_shells on this smaller graph, are the same as on the whole one. scipy's sparse products
+    and sums allocate arrays as long as a matrix has columns, each call: on a large graph a chunk of sources
+    would pay |V| per call for a few hundred nodes of work.
+    """
+    n = adj.shape[0]
+    seen = np.zeros(n, dtype=bool)
+    seen[sources] = True
+    frontier = np.unique(sources)
+    count = len(frontier)
+    for _ in range(distance):
+        if not len(frontier) or count > max_share * n:
+            break
+        _, neighbours = _rows(adj, frontier)
+        fresh = np.zeros(n, dtype=bool)
+        fresh[neighbours] = True
+        fresh &= ~seen
+        seen |= fresh
+        frontier = np.flatnonzero(fresh)
+        count += len(frontier)
+    if count > max_share * n:
+        return None
+    nodes = np.flatnonzero(seen)
+    local = np.empty(n, dtype=adj.indices.dtype)  # only read where `seen`: no need to fill it
+    local[nodes] = np.arange(len(nodes), dtype=local.dtype)
+    owner, neighbours = _rows(adj, nodes)
+    inside = seen[neighbours]  # edges that leave the ball lead nowhere within `distance` hops
+    matrix = _csr(
+        np.ones(int(inside.sum()), dtype=adj.dtype), owner[inside], local[neighbours[inside]], (len(nodes),) * 2
+    )
+    return nodes, matrix
 
 
 def _csr(data: np.ndarray, rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
@@ -181,12 +235,23 @@ class IGELEncoder:
 
         def encode(start: int) -> sp.csr_matrix:
             sources = np.arange(start, min(start + self.chunk_size, n))
-            return self._chunk_counts(ego_shells(adj, sources, self.distance), len(sources))
+            graph, local = adj, sources
+            # where the chunk's balls are a small part of the graph, work on the subgraph they span
+            ball = local_ball(adj, sources, self.distance, _LOCAL_SHARE) if n > _LOCAL_ABOVE * len(sources) else None
+            if ball is not None:
+                nodes, graph = ball
+                local = np.searchsorted(nodes, sources)
+            return self._chunk_counts(ego_shells(graph, local, self.distance), len(sources))
 
         with ThreadPoolExecutor(self.n_jobs) as pool:
-            chunks = pool.map(encode, starts)
-            bar = tqdm(chunks, total=len(starts), desc=f"encode α={self.distance}", disable=not self.progress)
-            blocks = list(bar)
+            try:
+                chunks = pool.map(encode, starts)
+                bar = tqdm(chunks, total=len(starts), desc=f"encode α={self.distance}", disable=not self.progress)
+                blocks = list(bar)
+            except BaseException:
+                # interrupted (Ctrl-C, a memory budget): leaving the pool would first run every queued chunk
+                pool.shutdown(cancel_futures=True)
+                raise
         if not blocks:
             return sp.csr_matrix((0, self.n_features), dtype=np.int64)
         return sp.vstack(blocks, format="csr")

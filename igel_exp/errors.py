@@ -11,3 +11,7 @@ class ConfigError(IgelError, ValueError):
 
 class DataError(IgelError, ValueError):
     """A data file is missing or malformed; the message names the file (and line)."""
+
+
+class BudgetError(IgelError, MemoryError):
+    """A run would exceed, or has reached, a configured resource budget; the message names its key."""

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from igel_exp.errors import ConfigError
+
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
 
 
 class IGELEmbedding(nn.Module):
@@ -30,10 +35,23 @@ class IGELEmbedding(nn.Module):
             seen = torch.zeros(features.shape[1], dtype=torch.bool)
             seen[self.indices] = True
             self.weight[~seen] = 0.0
+        transposed = features.T.tocsr()  # for the gradient of X @ W
+        self.register_buffer("t_indptr", torch.as_tensor(transposed.indptr, dtype=torch.int64))
+        self.register_buffer("t_indices", torch.as_tensor(transposed.indices, dtype=torch.int64))
+        self.register_buffer("t_values", torch.as_tensor(transposed.data, dtype=torch.float32))
 
     @property
     def n_nodes(self) -> int:
         return len(self.indptr) - 1
+
+    def all_nodes(self) -> torch.Tensor:
+        """Embeddings of every node (|V| × d) as one sparse product X @ W."""
+        size = (self.n_nodes, self.weight.shape[0])
+        matrix = torch.sparse_csr_tensor(self.indptr, self.indices, self.values, size, check_invariants=False)
+        transposed = torch.sparse_csr_tensor(
+            self.t_indptr, self.t_indices, self.t_values, size[::-1], check_invariants=False
+        )
+        return _SparseProduct.apply(self.weight, matrix, transposed)
 
     def forward(self, nodes: torch.Tensor) -> torch.Tensor:
         """Embeddings (len(nodes) × d) of the given node ids."""
@@ -63,15 +81,70 @@ class FreeEmbedding(nn.Module):
     def forward(self, nodes: torch.Tensor) -> torch.Tensor:
         return self.table(nodes)
 
+    def all_nodes(self) -> torch.Tensor:
+        return self.table.weight
 
-def negative_sampling_loss(target: torch.Tensor, context: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
-    """Mean over positives of −log σ(e_t·e_o) − Σ_i log σ(−e_t·e_i) (paper Eq. negsamp, negated).
 
-    target, context: (B × d); negatives: (B × z × d).
+class _SparseProduct(torch.autograd.Function):
+    """X @ W for a fixed sparse X, whose gradient with respect to W is Xᵀ @ grad (both CSR products)."""
+
+    @staticmethod
+    def forward(ctx, weight: torch.Tensor, matrix: torch.Tensor, transposed: torch.Tensor) -> torch.Tensor:
+        ctx.transposed = transposed
+        return matrix @ weight
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return ctx.transposed @ grad, None, None
+
+
+@torch.no_grad()
+def walk_skipgram_gradients(
+    walks: torch.Tensor,
+    valid: torch.Tensor,
+    negatives: torch.Tensor,
+    window: int,
+    scale: float = 1.0,
+    bias: float = 0.0,
+) -> tuple[float, int, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The negative-sampling loss of walks (paper Eq. negsamp, negated and averaged over positive pairs) and
+    its gradients, in closed form: d/dx −log σ(x) = σ(x) − 1 and d/dx −log σ(−x) = σ(x).
+
+    walks: embeddings of w walks (w × s × d), `valid` (w × s) false on the padding after a dead end;
+    negatives: z noise embeddings per walk position (w × s × z × d), shared by the positive pairs whose
+    target sits at that position. The positive pairs are the (target, context) pairs at most `window`
+    steps apart, in both orders. A pair's logit is scale · e_t·e_o + bias (the authors' model; scale 1,
+    bias 0 is the paper's σ(e_t·e_o)). All the dot products of a walk come from one matrix product with
+    itself (its Gram matrix, masked to the window's band): each position's embedding is read once, and the
+    work runs as batched matrix products instead of per-pair gathers.
+
+    Returns (loss, number of positive pairs, d/d walks, d/d negatives, d/d (scale, bias)).
     """
-    positive = (target * context).sum(-1)
-    negative = torch.bmm(negatives, target.unsqueeze(-1)).squeeze(-1)
-    return -(F.logsigmoid(positive) + F.logsigmoid(-negative).sum(-1)).mean()
+    w, s, z, dim = negatives.shape
+    steps = torch.arange(s, device=walks.device)
+    apart = (steps[:, None] - steps[None, :]).abs()
+    band = ((apart > 0) & (apart <= window)).unsqueeze(0) & valid.unsqueeze(1) & valid.unsqueeze(2)
+    pairs = band.to(walks.dtype)  # w × s × s, symmetric: each unordered pair counts in both orders
+    gram = torch.bmm(walks, walks.transpose(1, 2))
+    logit = scale * gram + bias
+    loss = (F.softplus(-logit) * pairs).sum()
+    g = (torch.sigmoid(logit) - 1) * pairs
+    d_affine = torch.stack([(g * gram).sum(), g.sum()])
+    d_walks = torch.bmm(g, walks).mul_(2 * scale)  # g is symmetric: both orders of every pair
+    targets_at = pairs.sum(-1).view(w * s, 1, 1)  # positive pairs per target position
+    count = int(targets_at.sum())
+
+    flat_walks, flat_negatives = walks.reshape(w * s, 1, dim), negatives.reshape(w * s, z, dim)
+    dot = torch.bmm(flat_negatives, flat_walks.transpose(1, 2))  # (w·s) × z × 1
+    logit = scale * dot + bias
+    loss += (F.softplus(logit) * targets_at).sum()
+    g = torch.sigmoid(logit) * targets_at
+    d_affine += torch.stack([(g * dot).sum(), g.sum()])
+    g = g.mul_(scale)
+    d_walks += torch.bmm(g.transpose(1, 2), flat_negatives).view(w, s, dim)
+    d_negatives = (g * flat_walks).view(w, s, z, dim)
+    normalise = 1.0 / max(count, 1)
+    return float(loss) * normalise, count, d_walks.mul_(normalise), d_negatives.mul_(normalise), d_affine * normalise
 
 
 @torch.no_grad()
@@ -84,3 +157,105 @@ def embed_all(model: nn.Module, device: torch.device, batch_size: int = 65536) -
     ]
     model.train()
     return torch.cat(parts).numpy() if parts else np.zeros((0, 0), dtype=np.float32)
+
+
+# --- Supervised setting (paper §3.4.2, Eq. supervised): IGEL as the input layer of an MLP -----------------
+
+ACTIVATIONS = {"elu": nn.ELU, "relu": nn.ReLU, "tanh": nn.Tanh, "linear": nn.Identity}
+
+
+def mlp(
+    n_inputs: int, n_outputs: int, hidden: int, depth: int, activation: str = "elu", dropout: float = 0.0
+) -> nn.Sequential:
+    """`depth` linear layers: depth - 1 hidden layers of `hidden` units, each followed by the activation and
+    dropout, then the output layer. The authors' code counts depth the same way (their "3-layer MLP")."""
+    if activation not in ACTIVATIONS:
+        raise ConfigError(f"trainer.activation={activation!r} is not one of {', '.join(ACTIVATIONS)}")
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1 or hidden < 1:
+        raise ConfigError(f"trainer.depth and trainer.hidden must be positive integers, got {depth!r}, {hidden!r}")
+    if not 0.0 <= dropout < 1.0:
+        raise ConfigError(f"trainer.dropout must be in [0, 1), got {dropout!r}")
+    layers: list[nn.Module] = []
+    width = n_inputs
+    for _ in range(depth - 1):
+        layers += [nn.Linear(width, hidden), ACTIVATIONS[activation]()]
+        if dropout > 0:
+            layers.append(nn.Dropout(dropout))
+        width = hidden
+    layers.append(nn.Linear(width, n_outputs))
+    return nn.Sequential(*layers)
+
+
+def restrict_to_seen(embedding: IGELEmbedding, seen: sp.csr_matrix) -> IGELEmbedding:
+    """Zero the rows of W of the structures absent from `seen` (the training nodes' IGEL features).
+
+    Inductive runs embed the nodes of every graph in one IGELEmbedding, but only the training nodes are ever
+    in a batch: structures that occur only in unseen graphs get no gradient, and a zero row keeps an untrained
+    random vector out of their embeddings.
+    """
+    with torch.no_grad():
+        unseen = torch.ones(embedding.weight.shape[0], dtype=torch.bool, device=embedding.weight.device)
+        unseen[torch.as_tensor(np.unique(sp.csr_matrix(seen).indices), device=unseen.device)] = False
+        embedding.weight[unseen] = 0.0
+    return embedding
+
+
+class NodeClassifier(nn.Module):
+    """Logits of M labels per node: [e_n = x_nᵀ W ‖ F_n] → MLP (paper Figure GraphSupervisedLearning).
+
+    `structure` is an IGELEmbedding (W is learned jointly with the MLP) and `features` the nodes' attributes
+    (|V| × f, kept as a buffer so that they move to the model's device); either may be None, not both.
+    Node ids index both.
+    """
+
+    def __init__(
+        self,
+        structure: IGELEmbedding | None,
+        features: np.ndarray | torch.Tensor | None,
+        n_labels: int,
+        hidden: int,
+        depth: int,
+        activation: str = "elu",
+        dropout: float = 0.0,
+    ):
+        super().__init__()
+        if structure is None and features is None:
+            raise ConfigError(
+                "the classifier needs IGEL embeddings, node features or both (task.use_igel, task.use_features)"
+            )
+        self.structure = structure
+        features = None if features is None else torch.as_tensor(features, dtype=torch.float32)
+        if structure is not None and features is not None and structure.n_nodes != len(features):
+            raise ValueError(f"{structure.n_nodes} nodes have IGEL features but {len(features)} have attributes")
+        self.register_buffer("features", features)
+        width = (0 if structure is None else structure.weight.shape[1]) + (0 if features is None else features.shape[1])
+        self.mlp = mlp(width, n_labels, hidden, depth, activation, dropout)
+
+    @property
+    def n_nodes(self) -> int:
+        return self.structure.n_nodes if self.structure is not None else len(self.features)
+
+    def forward(self, nodes: torch.Tensor) -> torch.Tensor:
+        """Logits (len(nodes) × M) of the given node ids."""
+        inputs = []
+        if self.structure is not None:
+            inputs.append(self.structure(nodes))
+        if self.features is not None:
+            inputs.append(self.features[nodes])
+        return self.mlp(torch.cat(inputs, dim=1) if len(inputs) > 1 else inputs[0])
+
+
+def multilabel_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy of the logits against 0/1 targets (paper Eq. supervised), averaged over nodes and
+    labels as the authors' MultiLabelSoftMarginLoss does (the paper's sum only rescales the gradient)."""
+    return F.binary_cross_entropy_with_logits(logits, targets)
+
+
+@torch.no_grad()
+def predict_labels(model: nn.Module, nodes: torch.Tensor, batch_size: int = 65536) -> torch.Tensor:
+    """0/1 predictions (len(nodes) × M, bool, on the nodes' device): σ(logit) > 0.5, i.e. logit > 0."""
+    training = model.training
+    model.eval()
+    parts = [model(nodes[start : start + batch_size]) > 0 for start in range(0, len(nodes), batch_size)]
+    model.train(training)
+    return torch.cat(parts)

@@ -25,6 +25,8 @@ from hydra.experimental.callback import Callback
 from mlflow.entities import RunStatus
 from omegaconf import DictConfig, OmegaConf
 
+from igel_exp.identity import HASH_TAG, config_hash
+
 log = logging.getLogger(__name__)
 
 PARENT_RUN_ENV = "IGEL_PARENT_RUN_ID"  # set by a sweep so that its jobs become nested runs
@@ -76,6 +78,10 @@ class RunLogger:
             np.save(path, values)
             mlflow.log_artifact(str(path))
 
+    def file(self, path: str | Path) -> None:
+        """Log an existing file under its own name."""
+        mlflow.log_artifact(str(path), run_id=self.run_id)
+
     def text(self, text: str, name: str) -> None:
         mlflow.log_text(text, name)
 
@@ -85,7 +91,8 @@ class RunLogger:
 
 @contextmanager
 def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None) -> Iterator[RunLogger]:
-    """An MLflow run that logs the resolved config (flattened as params, whole as config.yaml).
+    """An MLflow run that logs the resolved config (flattened as params, whole as config.yaml), tagged with
+    its identity (`igel.config_hash`, see igel_exp.identity).
 
     An exception inside the block ends the run FAILED, with the error as the `error` tag; inside a sweep
     ($IGEL_PARENT_RUN_ID set) the run is nested under the sweep's parent run.
@@ -94,7 +101,8 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
     mlflow.set_experiment(experiment)
     parent = os.environ.get(PARENT_RUN_ENV)
     resolved = OmegaConf.to_container(config, resolve=True, throw_on_missing=True)
-    tags = {SWEEP_TAG: parent} if parent else None
+    # the run's identity: igel-reproduce skips a job whose hash has a FINISHED run, igel-report finds tables by it
+    tags = {HASH_TAG: config_hash(resolved), **({SWEEP_TAG: parent} if parent else {})}
     with mlflow.start_run(run_name=run_name, parent_run_id=parent, nested=parent is not None, tags=tags) as run:
         log.info("MLflow run %s in experiment %r at %s", run.info.run_id, experiment, mlflow.get_tracking_uri())
         mlflow.log_params(flatten({k: v for k, v in resolved.items() if k not in NOT_PARAMS}))
@@ -143,3 +151,12 @@ class SweepCallback(Callback):
         mlflow.MlflowClient().set_terminated(self.parent_run_id, RunStatus.to_string(status))
         os.environ.pop(PARENT_RUN_ENV, None)
         self.parent_run_id = None
+
+
+def finished_runs(experiment: str, uri: str | None = None) -> pd.DataFrame:
+    """Every FINISHED run of an MLflow experiment, one row each: run_id, start_time, params.<key> (strings),
+    metrics.<name> and tags.<name> columns. Empty when the experiment does not exist."""
+    mlflow.set_tracking_uri(tracking_uri(uri))
+    if mlflow.get_experiment_by_name(experiment) is None:
+        return pd.DataFrame()
+    return mlflow.search_runs(experiment_names=[experiment], filter_string="attributes.status = 'FINISHED'")

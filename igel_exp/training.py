@@ -5,19 +5,21 @@ from __future__ import annotations
 import logging
 import os
 import random
+import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from igel_exp.errors import ConfigError
-from igel_exp.models import negative_sampling_loss
+from igel_exp.models import multilabel_loss, walk_skipgram_gradients
+from igel_exp.walks import END, positive_pairs
 
 log = logging.getLogger(__name__)
 
 EpochCallback = Callable[[int, dict[str, float]], None]
-PairChunks = Iterable[tuple[np.ndarray, np.ndarray]]
 
 
 def resolve_device(name: str = "auto") -> torch.device:
@@ -45,11 +47,14 @@ def seed_everything(seed: int, deterministic: bool = True) -> None:
 
 
 class SkipGramTrainer:
-    """Minimises the negative-sampling loss over walk pairs with Adam.
+    """Minimises the negative-sampling loss of random walks with Adam, a batch of whole walks at a time.
 
-    `batch_size` counts training pairs as the authors did: each positive pair brings its z negatives,
-    so a batch holds batch_size / (1 + z) positives. Negatives are drawn from `noise` (a distribution
-    over nodes, uniform when None).
+    Positive pairs are the nodes at most `window` steps apart in a walk (both orders); every walk position
+    draws z negatives from `noise` (a distribution over nodes, uniform when None), shared by the positive
+    pairs whose target it is. `batch_size` counts training pairs as the authors did — a positive pair and
+    its z negatives count 1 + z — and is rounded to whole walks. With `logit_affine` a pair's probability is
+    σ(a · e_t·e_o + b) with a learned scale a and bias b, as in the authors' model: without a bias, embeddings
+    that are averages of shared rows of W (IGEL's) cannot give dissimilar pairs a negative logit.
     """
 
     def __init__(
@@ -58,45 +63,60 @@ class SkipGramTrainer:
         batch_size: int,
         lr: float,
         negatives: int,
+        window: int,
         device: torch.device,
         seed: int,
         noise: np.ndarray | None = None,
+        logit_affine: bool = True,
         progress: bool = True,
     ):
-        if epochs < 1 or batch_size < 1 or negatives < 0 or lr <= 0:
-            raise ConfigError(
-                "trainer.epochs, trainer.batch_size and trainer.lr must be positive and trainer.negatives"
-                f" non-negative, got {epochs}, {batch_size}, {lr}, {negatives}"
-            )
+        for key, value in [
+            ("epochs", epochs),
+            ("batch_size", batch_size),
+            ("negatives", negatives),
+            ("window", window),
+        ]:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"trainer.{key} must be a positive integer, got {value!r}")
+        if lr <= 0:
+            raise ConfigError(f"trainer.lr must be positive, got {lr!r}")
         self.epochs = epochs
-        self.positives_per_batch = max(1, batch_size // (1 + negatives))
+        self.batch_size = batch_size
         self.lr = lr
         self.negatives = negatives
+        self.window = window
         self.device = device
         self.seed = seed
         self.noise = None if noise is None else torch.as_tensor(np.cumsum(noise / noise.sum()), device=device)
+        self.logit_affine = logit_affine
         self.progress = progress
+
+    def walks_per_batch(self, walk_length: int) -> int:
+        pairs_per_walk = positive_pairs(walk_length, self.window) * (1 + self.negatives)
+        return max(1, round(self.batch_size / max(pairs_per_walk, 1)))
 
     def fit(
         self,
         model: torch.nn.Module,
-        epoch_pairs: Callable[[np.random.Generator], PairChunks],
+        epoch_walks: Callable[[np.random.Generator], Iterable[np.ndarray]],
         on_epoch: EpochCallback | None = None,
     ) -> list[float]:
-        """Train `model` in place; `epoch_pairs(rng)` yields the (targets, contexts) chunks of one epoch."""
+        """Train `model` in place; `epoch_walks(rng)` yields the walk matrices (walks × length) of an epoch."""
         model.to(self.device).train()
-        optimiser = torch.optim.Adam(model.parameters(), lr=self.lr)
+        affine = torch.nn.Parameter(torch.tensor([1.0, 0.0], device=self.device))  # the logit's scale and bias
+        parameters = [*model.parameters(), affine] if self.logit_affine else list(model.parameters())
+        optimiser = torch.optim.Adam(parameters, lr=self.lr)
         rng = np.random.default_rng(self.seed)
         generator = torch.Generator(device=self.device).manual_seed(self.seed)
         history = []
         for epoch in range(1, self.epochs + 1):
             total, pairs = 0.0, 0
             bar = tqdm(desc=f"epoch {epoch}/{self.epochs}", unit="pair", unit_scale=True, disable=not self.progress)
-            for targets, contexts in self._batches(epoch_pairs(rng)):
-                loss = self._step(model, optimiser, targets, contexts, generator)
-                total += loss * len(targets)
-                pairs += len(targets)
-                bar.update(len(targets))
+            for walks in self._batches(epoch_walks(rng)):
+                loss, count = self._step(model, affine, optimiser, walks, generator)
+                total += loss * count
+                pairs += count
+                bar.update(count)
                 bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
             bar.close()
             if pairs == 0:
@@ -108,31 +128,173 @@ class SkipGramTrainer:
         model.eval()
         return history
 
-    def _batches(self, chunks: PairChunks) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        for targets, contexts in chunks:
-            targets = torch.from_numpy(targets).to(self.device)
-            contexts = torch.from_numpy(contexts).to(self.device)
-            for start in range(0, len(targets), self.positives_per_batch):
-                end = start + self.positives_per_batch
-                yield targets[start:end], contexts[start:end]
+    def _batches(self, chunks: Iterable[np.ndarray]) -> Iterator[torch.Tensor]:
+        for walks in chunks:
+            walks = torch.from_numpy(walks).to(self.device)
+            step = self.walks_per_batch(walks.shape[1])
+            yield from torch.split(walks, step)
 
-    def _step(self, model, optimiser, targets, contexts, generator) -> float:
-        negatives = self._sample_negatives(model.n_nodes, (len(targets), self.negatives), generator)
-        # one forward pass over the batch's distinct nodes, then gathers
-        nodes, inverse = torch.unique(torch.cat([targets, contexts, negatives.ravel()]), return_inverse=True)
-        embeddings = model(nodes)
-        b = len(targets)
-        target = embeddings[inverse[:b]]
-        context = embeddings[inverse[b : 2 * b]]
-        negative = embeddings[inverse[2 * b :]].view(b, self.negatives, embeddings.shape[1])
-        loss = negative_sampling_loss(target, context, negative)
+    def _step(self, model, affine, optimiser, walks: torch.Tensor, generator: torch.Generator) -> tuple[float, int]:
+        w, s = walks.shape
+        valid = walks != END
+        negatives = self._sample_negatives(model.n_nodes, (w, s, self.negatives), generator)
+        nodes = torch.cat([torch.where(valid, walks, 0).ravel(), negatives.ravel()])
+        # Embed the batch's nodes once (all of them in one sparse product when the batch covers the graph
+        # anyway, else the distinct ones), gather, then push the closed-form gradients back through.
+        if len(nodes) >= model.n_nodes:
+            embeddings, index = model.all_nodes(), nodes
+        else:
+            unique, index = torch.unique(nodes, return_inverse=True)
+            embeddings = model(unique)
+        table = embeddings.detach()
+        dim = table.shape[1]
+        walk_rows, negative_rows = index[: w * s], index[w * s :]
+        scale, bias = affine.tolist()
+        loss, count, d_walks, d_negatives, d_affine = walk_skipgram_gradients(
+            table[walk_rows].view(w, s, dim),
+            valid,
+            table[negative_rows].view(w, s, self.negatives, dim),
+            self.window,
+            scale,
+            bias,
+        )
+        grad = torch.zeros_like(table)
+        grad.index_add_(0, walk_rows, d_walks.view(-1, dim))
+        grad.index_add_(0, negative_rows, d_negatives.view(-1, dim))
         optimiser.zero_grad(set_to_none=True)
-        loss.backward()
+        embeddings.backward(grad)
+        affine.grad = d_affine
         optimiser.step()
-        return loss.item()
+        return loss, count
 
-    def _sample_negatives(self, n_nodes: int, shape: tuple[int, int], generator: torch.Generator) -> torch.Tensor:
+    def _sample_negatives(self, n_nodes: int, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
         if self.noise is None:
             return torch.randint(n_nodes, shape, generator=generator, device=self.device)
         uniform = torch.rand(shape, generator=generator, device=self.device, dtype=self.noise.dtype)
         return torch.searchsorted(self.noise, uniform).clamp_(max=n_nodes - 1)
+
+
+@dataclass
+class SupervisedResult:
+    """How a supervised fit ended: the restored epoch, its validation score, and the per-epoch history."""
+
+    best_epoch: int  # 0 when no epoch produced a finite score (the initial parameters are kept)
+    best_score: float
+    epochs: int  # epochs run
+    stopped_early: bool
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+class SupervisedTrainer:
+    """Mini-batches of training nodes, a supervised loss and Adam; after every epoch a validation score (higher
+    is better) drives early stopping with `patience`, and the parameters of the best epoch are restored.
+
+    The model maps node ids to outputs and holds its inputs as buffers (moved with it to the device); `targets`
+    are aligned with `nodes`. The best parameters are kept in memory, on the device: a copy of the weights.
+    """
+
+    def __init__(
+        self,
+        epochs: int,
+        batch_size: int,
+        lr: float,
+        patience: int,
+        device: torch.device,
+        seed: int,
+        weight_decay: float = 0.0,
+        progress: bool = True,
+    ):
+        if epochs < 1 or batch_size < 1 or patience < 1 or lr <= 0 or weight_decay < 0:
+            raise ConfigError(
+                "trainer.epochs, trainer.batch_size, trainer.patience and trainer.lr must be positive and"
+                f" trainer.weight_decay non-negative, got {epochs}, {batch_size}, {patience}, {lr}, {weight_decay}"
+            )
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.patience = patience
+        self.device = device
+        self.seed = seed
+        self.weight_decay = weight_decay
+        self.progress = progress
+
+    def fit(
+        self,
+        model: torch.nn.Module,
+        nodes: np.ndarray | torch.Tensor,
+        targets: np.ndarray | torch.Tensor,
+        validate: Callable[[torch.nn.Module], float],
+        loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = multilabel_loss,
+        score_name: str = "valid_score",
+        on_epoch: EpochCallback | None = None,
+    ) -> SupervisedResult:
+        """Train `model` in place; `validate(model)` (called in eval mode, without gradients) scores an epoch."""
+        model.to(self.device).train()
+        nodes = torch.as_tensor(nodes, dtype=torch.int64).to(self.device)
+        targets = torch.as_tensor(targets, dtype=torch.float32).to(self.device)
+        trainable = [parameter for parameter in model.parameters() if parameter.requires_grad]
+        optimiser = torch.optim.Adam(trainable, lr=self.lr, weight_decay=self.weight_decay)
+        generator = torch.Generator(device=self.device).manual_seed(self.seed)
+        best = _snapshot(model)
+        result = SupervisedResult(best_epoch=0, best_score=float("-inf"), epochs=0, stopped_early=False)
+        waited = 0
+        bar = tqdm(range(1, self.epochs + 1), desc="epochs", unit="epoch", disable=not self.progress)
+        for epoch in bar:
+            started = time.perf_counter()
+            total = torch.zeros((), device=self.device)
+            order = torch.randperm(len(nodes), generator=generator, device=self.device)
+            for start in range(0, len(nodes), self.batch_size):
+                batch = order[start : start + self.batch_size]
+                value = loss(model(nodes[batch]), targets[batch])
+                optimiser.zero_grad(set_to_none=True)
+                value.backward()
+                optimiser.step()
+                total += value.detach() * len(batch)  # summed on the device: no synchronisation per batch
+            train_loss = total.item() / max(len(nodes), 1)
+            trained = time.perf_counter()
+            model.eval()
+            with torch.no_grad():
+                score = float(validate(model))
+            model.train()
+            values = {
+                "loss": train_loss,
+                score_name: score,
+                "epoch_time_s": trained - started,
+                "valid_time_s": time.perf_counter() - trained,
+            }
+            result.history.append(values)
+            result.epochs = epoch
+            if score > result.best_score:  # strictly better; NaN never is
+                result.best_score, result.best_epoch, best, waited = score, epoch, _snapshot(model), 0
+            else:
+                waited += 1
+            bar.set_postfix(loss=f"{train_loss:.4f}", score=f"{score:.4f}", best=result.best_epoch, refresh=False)
+            log.debug("epoch %d: loss %.5f, %s %.5f", epoch, train_loss, score_name, score)
+            if on_epoch is not None:
+                on_epoch(epoch, values)
+            if waited >= self.patience:
+                result.stopped_early = True
+                break
+        bar.close()
+        _restore(model, best)
+        model.eval()
+        log.info(
+            "%d epochs%s; best %s %.5f at epoch %d (restored)",
+            result.epochs,
+            " (early stop)" if result.stopped_early else "",
+            score_name,
+            result.best_score,
+            result.best_epoch,
+        )
+        return result
+
+
+def _snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A copy of the parameters (the buffers are inputs that training does not change)."""
+    return {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
+
+
+def _restore(model: torch.nn.Module, snapshot: dict[str, torch.Tensor]) -> None:
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            parameter.copy_(snapshot[name])

@@ -12,6 +12,7 @@ import numpy as np
 from igel_exp.errors import ConfigError
 
 END = -1  # fills a walk after a node without neighbours
+WALKS_PER_CHUNK = 65536  # walks drawn together: bounds the memory of a chunk of walks
 
 
 @dataclass(frozen=True)
@@ -113,42 +114,24 @@ def _biased_step(
     return step
 
 
-def skipgram_pairs(walks: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
-    """(target, context) pairs of nodes at most `window` steps apart in a walk, both orders, no padding."""
-    if window < 1:
-        raise ConfigError(f"trainer.window must be a positive integer, got {window}")
-    targets, contexts = [], []
-    for offset in range(1, min(window, walks.shape[1] - 1) + 1):
-        left, right = walks[:, :-offset].ravel(), walks[:, offset:].ravel()
-        valid = (left != END) & (right != END)
-        left, right = left[valid], right[valid]
-        targets += [left, right]
-        contexts += [right, left]
-    if not targets:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    return np.concatenate(targets), np.concatenate(contexts)
+def positive_pairs(walk_length: int, window: int) -> int:
+    """Skip-gram pairs (both orders) in one walk without dead ends: 2 Σ_{k=1..window} (s − k)."""
+    return 2 * sum(walk_length - k for k in range(1, min(window, walk_length - 1) + 1))
 
 
-def epoch_pairs(
+def epoch_walks(
     graph: CSRGraph,
     walks_per_node: int,
     walk_length: int,
-    window: int,
     rng: np.random.Generator,
     return_p: float = 1.0,
     inout_q: float = 1.0,
-    walks_per_chunk: int = 65536,
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """One epoch of shuffled skip-gram pairs: walks_per_node walks from every node, in chunks of walks.
-
-    Start nodes are shuffled, then walked and paired a chunk at a time so that memory stays bounded by
-    `walks_per_chunk` walks; pairs are shuffled within their chunk.
-    """
+    walks_per_chunk: int = WALKS_PER_CHUNK,
+) -> Iterator[np.ndarray]:
+    """One epoch of walks: walks_per_node from every node, in shuffled order, a chunk of walks at a time
+    so that memory stays bounded by `walks_per_chunk` walks."""
     if walks_per_node < 1:
         raise ConfigError(f"trainer.walks_per_node must be a positive integer, got {walks_per_node}")
     starts = rng.permutation(np.tile(np.arange(graph.n_nodes), walks_per_node))
     for begin in range(0, len(starts), walks_per_chunk):
-        walks = random_walks(graph, starts[begin : begin + walks_per_chunk], walk_length, rng, return_p, inout_q)
-        targets, contexts = skipgram_pairs(walks, window)
-        order = rng.permutation(len(targets))
-        yield targets[order], contexts[order]
+        yield random_walks(graph, starts[begin : begin + walks_per_chunk], walk_length, rng, return_p, inout_q)

@@ -134,11 +134,11 @@ def test_wheel_ships_the_configs_and_runs_from_another_directory(tmp_path):
     assert build.returncode == 0, build.stderr
     [wheel] = tmp_path.glob("igel_exp-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {
-        "igel_exp/conf/config.yaml",
-        "igel_exp/conf/experiment/clustering.yaml",
-        "igel_exp/conf/dataset/edgelist.yaml",
-    } <= names
+    configs = {
+        f"igel_exp/conf/{path.relative_to(REPO / 'conf').as_posix()}" for path in (REPO / "conf").rglob("*.yaml")
+    }
+    assert "igel_exp/conf/specialise/dataset/link_prediction_facebook.yaml" in configs
+    assert configs <= names, sorted(configs - names)
     installed = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(installed)
     elsewhere = tmp_path / "elsewhere"

@@ -3,9 +3,11 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
+from igel_exp.reference import ego_distances
 from igel_exp.tasks.clustering import (
     centralities,
     centrality_correlations,
+    closeness,
     kmeans_by_modularity,
     louvain,
     neighbour_similarity,
@@ -53,3 +55,16 @@ def test_identical_embeddings_rank_nodes_by_degree():
     values = centralities(graph)
     assert result["spearman_pagerank"] == pytest.approx(spearmanr(values["degree"], values["pagerank"])[0])
     assert result["spearman_degree_p"] < 1e-20
+
+
+@pytest.mark.parametrize("name", ["disconnected", "with_isolated", "zachary", "tree"])
+def test_closeness_counts_unreachable_nodes_at_distance_n_as_igraph_0_7_did(name):
+    graph = small_graphs()[name]
+    n, neighbours = graph.vcount(), graph.get_adjlist()
+    expected = []
+    for v in range(n):  # plain BFS; every unreachable node at distance n (the authors' igraph 0.7)
+        reached = ego_distances(neighbours, v, n)
+        expected.append((n - 1) / (sum(reached.values()) + (n - len(reached)) * n))
+    np.testing.assert_allclose(closeness(graph), expected)
+    if graph.is_connected():
+        np.testing.assert_allclose(closeness(graph), graph.closeness())

@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from igel_exp import encoding
 from igel_exp.data import DataContext, load_dataset
-from igel_exp.encoding import IGELEncoder, normalise_rows
+from igel_exp.encoding import IGELEncoder, adjacency, local_ball, normalise_rows
 from igel_exp.errors import ConfigError
 from igel_exp.reference import reference_encoding
 
@@ -120,3 +121,29 @@ def test_counts_equal_plain_bfs_on_real_graphs(data_root, dataset, distance, sam
     counts = encoder.counts(graph)
     nodes = np.random.default_rng(distance).choice(graph.vcount(), size=sample, replace=False).tolist()
     np.testing.assert_array_equal(counts[nodes].toarray(), reference_counts(graph, encoder, nodes))
+
+
+def test_the_ball_of_a_chunk_is_the_union_of_neighbourhoods_and_its_induced_subgraph():
+    graph = small_graphs()["with_isolated"]
+    sources = np.array([0, 5, 61, 17])
+    for distance in [0, 1, 2, 3]:
+        nodes, ball = local_ball(adjacency(graph), sources, distance)
+        expected = sorted(set().union(*graph.neighborhood(sources.tolist(), order=distance)))
+        assert nodes.tolist() == expected
+        induced = graph.induced_subgraph(expected)  # keeps the vertices' order
+        assert sorted(zip(*ball.nonzero(), strict=True)) == sorted(
+            [(u, v) for u, v in induced.get_edgelist()] + [(v, u) for u, v in induced.get_edgelist()]
+        )
+        share = len(expected) / graph.vcount()
+        assert local_ball(adjacency(graph), sources, distance, max_share=share) is not None
+        assert local_ball(adjacency(graph), sources, distance, max_share=share - 0.01) is None
+
+
+@pytest.mark.parametrize("name", sorted(small_graphs()))
+@pytest.mark.parametrize("distance", [1, 2, 3])
+def test_chunks_on_their_ball_equal_the_plain_bfs(name, distance, monkeypatch):
+    monkeypatch.setattr(encoding, "_LOCAL_ABOVE", 0)  # every chunk works on the subgraph of its balls
+    monkeypatch.setattr(encoding, "_LOCAL_SHARE", 1.0)
+    graph = small_graphs()[name]
+    encoder = IGELEncoder(distance, relative_degrees=True, chunk_size=5).fit(graph)
+    np.testing.assert_array_equal(encoder.counts(graph).toarray(), reference_counts(graph, encoder))

@@ -6,9 +6,9 @@ import torch
 import torch.nn.functional as F
 
 from igel_exp.encoding import IGELEncoder
-from igel_exp.models import FreeEmbedding, IGELEmbedding, embed_all, negative_sampling_loss
+from igel_exp.models import FreeEmbedding, IGELEmbedding, embed_all, walk_skipgram_gradients
 from igel_exp.training import SkipGramTrainer, resolve_device
-from igel_exp.walks import CSRGraph, epoch_pairs
+from igel_exp.walks import END, CSRGraph, epoch_walks
 
 from conftest import small_graphs
 
@@ -29,15 +29,56 @@ def test_unseen_structures_start_at_zero_and_get_no_gradient():
     assert torch.all(model.weight.grad[1] == 0)
 
 
-def test_negative_sampling_loss_matches_the_formula():
+def pairwise_loss(
+    walks: np.ndarray, table: torch.Tensor, negatives: np.ndarray, window: int, affine: torch.Tensor
+) -> torch.Tensor:
+    """The paper's loss written pair by pair: every (target, context) at most `window` apart, both orders,
+    with the z negatives drawn for the target's walk position; logits a·e_t·e_o + b; averaged over the
+    positive pairs."""
+    scale, bias = affine
+    terms = []
+    for w, walk in enumerate(walks):
+        for i, j in [(i, j) for i in range(len(walk)) for j in range(len(walk)) if 0 < abs(i - j) <= window]:
+            if walk[i] == END or walk[j] == END:
+                continue
+            target = table[walk[i]]
+            term = -F.logsigmoid(scale * (target @ table[walk[j]]) + bias)
+            terms.append(term - sum(F.logsigmoid(-(scale * (target @ table[n]) + bias)) for n in negatives[w, i]))
+    return torch.stack(terms).mean()
+
+
+@pytest.mark.parametrize("scale, bias", [(1.0, 0.0), (0.7, -1.3)])
+def test_walk_loss_and_gradients_equal_the_pairwise_formula_and_autograd(scale, bias):
     generator = torch.Generator().manual_seed(0)
-    target, context = torch.randn(6, 3, generator=generator), torch.randn(6, 3, generator=generator)
-    negatives = torch.randn(6, 4, 3, generator=generator)
-    manual = 0.0
-    for i in range(6):
-        manual -= F.logsigmoid(target[i] @ context[i])
-        manual -= sum(F.logsigmoid(-(target[i] @ negatives[i, j])) for j in range(4))
-    torch.testing.assert_close(negative_sampling_loss(target, context, negatives), manual / 6)
+    table = torch.randn(9, 4, generator=generator, dtype=torch.float64, requires_grad=True)
+    affine = torch.tensor([scale, bias], dtype=torch.float64, requires_grad=True)
+    walks = np.array([[0, 1, 2, 3, 4], [5, 6, 7, END, END], [8, END, END, END, END]])
+    negatives = np.random.default_rng(1).integers(9, size=(3, 5, 2))
+    reference = pairwise_loss(walks, table, negatives, window=2, affine=affine)
+    reference.backward()
+    valid = torch.as_tensor(walks != END)
+    walk_rows = torch.as_tensor(np.where(walks == END, 0, walks))
+    loss, count, d_walks, d_negatives, d_affine = walk_skipgram_gradients(
+        table[walk_rows].detach(), valid, table[torch.as_tensor(negatives)].detach(), 2, scale, bias
+    )
+    torch.testing.assert_close(d_affine, affine.grad)
+    assert count == 2 * (4 + 3) + 2 * (2 + 1)
+    assert loss == pytest.approx(reference.item())
+    grad = torch.zeros_like(table).index_add_(0, walk_rows.ravel(), d_walks.reshape(-1, 4))
+    grad.index_add_(0, torch.as_tensor(negatives).ravel(), d_negatives.reshape(-1, 4))
+    torch.testing.assert_close(grad, table.grad)
+    assert torch.all(d_walks[~valid] == 0) and torch.all(d_negatives[~valid] == 0)
+
+
+def test_all_nodes_equals_forward_and_backpropagates_x_transposed():
+    features = IGELEncoder(2).fit_transform(small_graphs()["zachary"])
+    model = IGELEmbedding(features, dim=3)
+    everything = model.all_nodes()
+    torch.testing.assert_close(everything, model(torch.arange(model.n_nodes)))
+    upstream = torch.randn_like(everything)
+    everything.backward(upstream)
+    dense = torch.as_tensor(features.toarray())
+    torch.testing.assert_close(model.weight.grad, dense.T @ upstream)
 
 
 def test_device_selection():
@@ -48,14 +89,21 @@ def test_device_selection():
             resolve_device("cuda")
 
 
-def _train(graph: ig.Graph, seed: int, model_seed: int = 0) -> tuple[np.ndarray, list[float]]:
-    torch.manual_seed(model_seed)
+def _train(graph: ig.Graph, seed: int) -> tuple[np.ndarray, list[float]]:
+    torch.manual_seed(0)
     model = IGELEmbedding(IGELEncoder(1).fit_transform(graph), dim=8)
     csr = CSRGraph.from_igraph(graph)
     trainer = SkipGramTrainer(
-        epochs=3, batch_size=2000, lr=0.05, negatives=5, device=torch.device("cpu"), seed=seed, progress=False
+        epochs=3,
+        batch_size=2000,
+        lr=0.05,
+        negatives=5,
+        window=3,
+        device=torch.device("cpu"),
+        seed=seed,
+        progress=False,
     )
-    history = trainer.fit(model, lambda rng: epoch_pairs(csr, 2, 20, 3, rng))
+    history = trainer.fit(model, lambda rng: epoch_walks(csr, 2, 20, rng, walks_per_chunk=50))
     return embed_all(model, torch.device("cpu")), history
 
 
@@ -68,6 +116,13 @@ def test_training_lowers_the_loss_and_is_reproducible():
     assert history == history_again
     np.testing.assert_array_equal(first, again)
     assert not np.array_equal(first, other)
+
+
+def test_a_batch_holds_whole_walks_worth_batch_size_pairs():
+    trainer = SkipGramTrainer(1, batch_size=250_000, lr=0.1, negatives=9, window=8, device=torch.device("cpu"), seed=0)
+    # a walk of 150 nodes holds 2 (142 + ... + 149) = 2328 positive pairs, 23,280 training pairs with negatives
+    assert trainer.walks_per_batch(150) == 11
+    assert trainer.walks_per_batch(2) == 250_000 // 20
 
 
 def test_free_embedding_is_a_lookup():

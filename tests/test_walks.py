@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from igel_exp.errors import ConfigError
-from igel_exp.walks import END, CSRGraph, epoch_pairs, random_walks, skipgram_pairs
+from igel_exp.walks import END, CSRGraph, epoch_walks, positive_pairs, random_walks
 
 from conftest import small_graphs
 
@@ -49,37 +49,35 @@ def test_node2vec_return_parameter_biases_going_back():
     assert back == pytest.approx(4 / 5, abs=0.02)  # weights 4 (back) vs 1 (on)
 
 
-def test_pairs_cover_the_window_in_both_directions():
-    walks = np.array([[0, 1, 2, 3], [4, 5, END, END]])
-    targets, contexts = skipgram_pairs(walks, window=2)
-    pairs = sorted(zip(targets.tolist(), contexts.tolist(), strict=True))
-    expected = sorted(
-        [(0, 1), (1, 2), (2, 3), (4, 5), (0, 2), (1, 3)] + [(1, 0), (2, 1), (3, 2), (5, 4), (2, 0), (3, 1)]
-    )
-    assert pairs == expected
+def test_positive_pairs_per_walk():
+    # a walk of 4 nodes with window 2: offsets 1 (3 pairs) and 2 (2 pairs), both orders
+    assert positive_pairs(4, 2) == 10
+    assert positive_pairs(4, 10) == 2 * (3 + 2 + 1)
+    assert positive_pairs(1, 3) == 0
 
 
-def test_epoch_pairs_are_reproducible_and_bounded_by_chunks():
-    csr = CSRGraph.from_igraph(small_graphs()["zachary"])
+def test_epoch_walks_are_reproducible_shuffled_and_chunked():
+    graph = small_graphs()["zachary"]
+    csr = CSRGraph.from_igraph(graph)
 
     def draw(seed):
-        chunks = list(epoch_pairs(csr, 3, 10, 2, np.random.default_rng(seed), walks_per_chunk=16))
-        return np.concatenate([t for t, _ in chunks]), np.concatenate([c for _, c in chunks]), len(chunks)
+        return list(epoch_walks(csr, 3, 10, np.random.default_rng(seed), walks_per_chunk=16))
 
     first, second, other = draw(5), draw(5), draw(6)
-    assert first[2] == int(np.ceil(3 * 34 / 16))
-    np.testing.assert_array_equal(first[0], second[0])
-    np.testing.assert_array_equal(first[1], second[1])
-    assert not np.array_equal(first[0], other[0])
-    assert len(first[0]) == 3 * 34 * 2 * (9 + 8)  # no dead ends: both directions of offsets 1 and 2
+    assert [len(c) for c in first] == [16] * 6 + [6]
+    starts = np.concatenate([c[:, 0] for c in first])
+    assert sorted(starts.tolist()) == sorted(list(range(34)) * 3)
+    assert not np.array_equal(starts, np.tile(np.arange(34), 3))
+    np.testing.assert_array_equal(np.concatenate(first), np.concatenate(second))
+    assert not np.array_equal(np.concatenate(first), np.concatenate(other))
 
 
 @pytest.mark.parametrize(
     "kwargs, key",
-    [({"window": 0}, "trainer.window"), ({"walks_per_node": 0}, "walks_per_node"), ({"walk_length": 0}, "walk_length")],
+    [({"walks_per_node": 0}, "walks_per_node"), ({"walk_length": 0}, "walk_length")],
 )
 def test_bad_walk_settings_name_their_key(kwargs, key):
     csr = CSRGraph.from_igraph(ig.Graph.Ring(5))
-    settings = {"walks_per_node": 1, "walk_length": 5, "window": 2, **kwargs}
+    settings = {"walks_per_node": 1, "walk_length": 5, **kwargs}
     with pytest.raises(ConfigError, match=key):
-        list(epoch_pairs(csr, rng=np.random.default_rng(0), **settings))
+        list(epoch_walks(csr, rng=np.random.default_rng(0), **settings))

@@ -33,12 +33,17 @@ class RemoteFile:
     content_sha256: str | None = None
 
 
+def user_cache_dir() -> Path:
+    """igel-exp's folder in the user's cache ($XDG_CACHE_HOME or ~/.cache)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "igel-exp"
+
+
 def default_data_root() -> Path:
     """$IGEL_DATA_DIR, else the user's cache directory."""
     if os.environ.get(DATA_DIR_ENV):
         return Path(os.environ[DATA_DIR_ENV])
-    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache) / "igel-exp"
+    return user_cache_dir()
 
 
 def resolve_data_root(root: str | os.PathLike | None) -> Path:
@@ -94,8 +99,12 @@ def fetch(spec: RemoteFile, root: Path, download: bool) -> Path:
 
 def _download(spec: RemoteFile, target: Path) -> None:
     log.info("downloading %s -> %s", spec.url, target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", delete=False) as tmp:
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", delete=False)
+    except OSError as error:
+        raise DataError(f"cannot write to {target.parent} ({error}): set data.root to a writable folder") from None
+    with tmp:
         partial = Path(tmp.name)
         try:
             with urllib.request.urlopen(spec.url, timeout=60) as response:

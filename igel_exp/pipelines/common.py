@@ -3,38 +3,81 @@
 from __future__ import annotations
 
 import logging
-import resource
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
+import torch
 from omegaconf import DictConfig
 
 from igel_exp.data import DataContext, Dataset, load_dataset, resolve_data_root
 from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import ConfigError
+from igel_exp.memory import MemoryBudget, PeakMeter
 from igel_exp.models import FreeEmbedding, IGELEmbedding, embed_all
 from igel_exp.tracking import RunLogger
 from igel_exp.training import SkipGramTrainer, resolve_device
-from igel_exp.walks import CSRGraph, epoch_pairs
+from igel_exp.walks import CSRGraph, epoch_walks
 
 log = logging.getLogger(__name__)
 
 
 class Stages:
-    """Wall time per stage, logged as time_<stage>_s metrics."""
+    """Wall time, CPU time and peak resident memory per stage: time_<stage>_s, time_<stage>_cpu_s, peak_<stage>_mib.
 
-    def __init__(self):
+    Stages may nest (walks are drawn inside train) and be entered many times (walks, once per chunk);
+    a stage's peak is the highest resident set of the process while it ran, the memory held from
+    earlier stages included. The kernel's high-water mark is reset at every stage boundary (see
+    igel_exp.memory; where it cannot be, a stage's peak is the process's peak so far) and folded into
+    every open stage, so an enclosing stage keeps the peaks of the stages it contains. `peak_rss_mib`
+    is the process's peak from the creation of the Stages on. With a `budget`, its messages name the stage
+    in progress.
+    """
+
+    def __init__(self, budget: MemoryBudget | None = None):
         self.seconds: dict[str, float] = {}
+        # CPU time summed over the process's threads: beside the wall time, it shows a stage that waited for CPUs
+        self.cpu_seconds: dict[str, float] = {}
+        self.peaks_mib: dict[str, float] = {}
+        self.meter = PeakMeter()
+        self.budget = budget
+        self._open: list[str] = []
+        # A process that ran earlier jobs (a reused launcher worker) starts from its resident set now;
+        # without resets, from its peak so far.
+        self.meter.reset()
+        self._process_peak_mib = self.meter.peak_mib()
+
+    @property
+    def exact_peaks(self) -> bool:
+        """Whether per-stage peaks are their own (resettable high-water mark) or the process's so far."""
+        return self.meter.exact
+
+    def _fold(self) -> None:
+        """Charge the peak since the last reset to every open stage, then restart the high-water mark."""
+        peak = self.meter.peak_mib()
+        self._process_peak_mib = max(self._process_peak_mib, peak)
+        for name in self._open:
+            self.peaks_mib[name] = max(self.peaks_mib.get(name, 0.0), peak)
+        self.meter.reset()
 
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
+        if self.budget is not None:
+            self.budget.raise_if_exceeded()
+            outer, self.budget.stage = self.budget.stage, name
+        self._fold()
+        self._open.append(name)
+        start, start_cpu = time.perf_counter(), time.process_time()
         try:
             yield
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+            self.cpu_seconds[name] = self.cpu_seconds.get(name, 0.0) + time.process_time() - start_cpu
+            self._fold()
+            self._open.pop()
+            if self.budget is not None:
+                self.budget.stage = outer
 
     def timed(self, name: str, items: Iterable) -> Iterator:
         """Yield from `items`, charging the time spent producing them to `name`."""
@@ -46,13 +89,24 @@ class Stages:
                 return
             yield item
 
+    def exclude(self, outer: str, inner: str) -> None:
+        """Take the time of `inner`, which ran inside `outer`, out of `outer`'s (its peak stays)."""
+        for record in (self.seconds, self.cpu_seconds):
+            record[outer] = record.get(outer, 0.0) - record.get(inner, 0.0)
+
     def metrics(self) -> dict[str, float]:
-        peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        return {**{f"time_{name}_s": value for name, value in self.seconds.items()}, "peak_rss_mib": peak_mib}
+        self._fold()
+        return {
+            **{f"time_{name}_s": value for name, value in self.seconds.items()},
+            **{f"time_{name}_cpu_s": value for name, value in self.cpu_seconds.items()},
+            **{f"peak_{name}_mib": value for name, value in self.peaks_mib.items()},
+            "peak_rss_mib": self._process_peak_mib,
+        }
 
 
 def build_encoder(config: DictConfig, progress: bool) -> IGELEncoder | None:
-    """The IGEL encoder configured by `encoder`, None for the transductive baselines."""
+    """The IGEL encoder configured by `encoder`, None for the transductive baselines; it uses as many
+    threads as torch (the `threads` config key)."""
     if config.name != "igel":
         return None
     return IGELEncoder(
@@ -61,6 +115,7 @@ def build_encoder(config: DictConfig, progress: bool) -> IGELEncoder | None:
         normalise=config.normalise,
         relative_degrees=config.relative_degrees,
         chunk_size=config.chunk_size,
+        n_jobs=torch.get_num_threads(),
         progress=progress,
     )
 
@@ -94,31 +149,32 @@ def train_unsupervised(
         batch_size=trainer_config.batch_size,
         lr=trainer_config.lr,
         negatives=trainer_config.negatives,
+        window=trainer_config.window,
         device=device,
         seed=config.seed,
-        noise=_noise(neighbours, trainer_config.noise),
+        noise=noise_distribution(neighbours, trainer_config.noise),
+        logit_affine=trainer_config.get("logit_affine", True),
         progress=config.progress,
     )
 
-    def pairs(rng: np.random.Generator):
-        walk_pairs = epoch_pairs(
+    def walks(rng: np.random.Generator):
+        epoch = epoch_walks(
             neighbours,
             trainer_config.walks_per_node,
             trainer_config.walk_length,
-            trainer_config.window,
             rng,
             return_p=config.encoder.get("return_p", 1.0),
             inout_q=config.encoder.get("inout_q", 1.0),
         )
-        return stages.timed("walks", walk_pairs)
+        return stages.timed("walks", epoch)
 
     with stages("train"):
-        trainer.fit(model, pairs, on_epoch=lambda epoch, values: logger.metrics(values, step=epoch))
-    stages.seconds["train"] -= stages.seconds.get("walks", 0.0)  # walks are drawn lazily inside training
+        trainer.fit(model, walks, on_epoch=lambda epoch, values: logger.metrics(values, step=epoch))
+    stages.exclude("train", "walks")  # walks are drawn lazily inside training
     return embed_all(model, device)
 
 
-def _noise(graph: CSRGraph, kind: str) -> np.ndarray | None:
+def noise_distribution(graph: CSRGraph, kind: str) -> np.ndarray | None:
     """Noise distribution of the negatives: uniform (the authors') or degree^0.75 (word2vec's unigram^0.75)."""
     if kind == "uniform":
         return None

@@ -62,9 +62,27 @@ def centralities(graph: ig.Graph) -> dict[str, np.ndarray]:
     return {
         "pagerank": np.asarray(graph.pagerank()),
         "betweenness": np.asarray(graph.betweenness()),
-        "closeness": np.nan_to_num(np.asarray(graph.closeness(), dtype=float)),
+        "closeness": closeness(graph),
         "degree": np.asarray(graph.degree(), dtype=float),
     }
+
+
+def closeness(graph: ig.Graph) -> np.ndarray:
+    """Closeness (|V| - 1) / Σ_u d(v, u) with d = |V| for unreachable u, as in igraph ≤ 0.9 (the authors' 0.7).
+
+    Since 0.10 (igraph PR #1630) igraph averages over reachable nodes only, which on a disconnected graph
+    (Sister Cities has 1,786 components) ranks a city of a two-node component first; on a connected graph
+    both are the same.
+    """
+    n = graph.vcount()
+    component = np.asarray(graph.connected_components().membership, dtype=np.int64)
+    reachable = np.bincount(component, minlength=n)[component]  # the node itself included
+    # igraph's unnormalised closeness is 1 / (sum of distances to reachable nodes), NaN for isolated nodes;
+    # the sums are integers, so rint recovers them exactly
+    inverse = np.nan_to_num(np.asarray(graph.closeness(normalized=False), dtype=float), nan=np.inf)
+    with np.errstate(divide="ignore"):
+        distances = np.rint(1.0 / inverse)
+    return (n - 1) / np.maximum(distances + (n - reachable) * n, 1)
 
 
 def centrality_correlations(graph: ig.Graph, embeddings: np.ndarray) -> dict[str, float]:

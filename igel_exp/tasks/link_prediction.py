@@ -1,0 +1,155 @@
+"""Link prediction with the protocol of the node2vec paper (paper §4.2).
+
+Half of the edges are removed while the residual graph keeps its connected components (edges of a random
+spanning forest are never removed); as many node pairs that are not edges of the full graph are sampled as
+negatives. Embeddings are learned on the residual graph only; a pair is described by the Hadamard product
+of its end points' embeddings and a logistic regression trained on one half of the labelled pairs is scored
+by ROC AUC on the other half.
+
+Leak-free by construction: pairs are stored as sorted (u < v) vertex pairs, positives are exactly the
+removed edges, negatives are checked against the full edge set in both orientations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import igraph as ig
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import roc_auc_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from igel_exp.errors import ConfigError, DataError
+
+
+@dataclass(frozen=True)
+class EdgeSplit:
+    """Vertex pairs (k × 2, u < v) of a link-prediction split of a graph with `n_nodes` vertices."""
+
+    n_nodes: int
+    residual: np.ndarray  # the edges kept: the graph embeddings are learned on
+    positives: np.ndarray  # the removed edges
+    negatives: np.ndarray  # pairs that are not edges of the full graph
+
+    def residual_graph(self, names: list[str]) -> ig.Graph:
+        graph = ig.Graph(n=self.n_nodes, edges=self.residual, directed=False)
+        graph.vs["name"] = names
+        return graph
+
+    def sizes(self) -> dict[str, int]:
+        return {
+            "split_residual_edges": len(self.residual),
+            "split_positives": len(self.positives),
+            "split_negatives": len(self.negatives),
+        }
+
+
+def sorted_pairs(pairs: np.ndarray) -> np.ndarray:
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    return np.sort(pairs, axis=1)
+
+
+def pair_keys(pairs: np.ndarray, n_nodes: int) -> np.ndarray:
+    """One integer per unordered pair: u·|V| + v with u < v."""
+    pairs = sorted_pairs(pairs)
+    return pairs[:, 0] * n_nodes + pairs[:, 1]
+
+
+def split_edges(graph: ig.Graph, fraction: float, seed: int) -> EdgeSplit:
+    """Remove `fraction` of the edges at random, never an edge of a random spanning forest, and sample as
+    many non-edges. Depends only on the graph and the seed."""
+    if not 0.0 < fraction < 1.0:
+        raise ConfigError(f"task.removed_fraction must be in (0, 1), got {fraction!r}")
+    rng = np.random.default_rng(seed)
+    n = graph.vcount()
+    edges = sorted_pairs(graph.get_edgelist())
+    removed_count = round(fraction * len(edges))
+    # the minimum spanning forest under random weights is a random spanning forest
+    forest = graph.spanning_tree(weights=rng.random(len(edges)).tolist(), return_tree=False)
+    removable = np.setdiff1d(np.arange(len(edges)), np.asarray(forest, dtype=np.int64))
+    if len(removable) < removed_count or removed_count == 0:
+        raise DataError(
+            f"the graph is too small or too sparse for the link-prediction protocol: removing {fraction:.0%} of"
+            f" its {len(edges)} edges ({removed_count}) while it stays connected needs that many edges outside a"
+            f" spanning forest, it has {len(removable)}"
+        )
+    removed = np.zeros(len(edges), dtype=bool)
+    removed[rng.choice(removable, size=removed_count, replace=False)] = True
+    negatives = sample_non_edges(edges, n, removed_count, rng)
+    return EdgeSplit(n, edges[~removed], edges[removed], negatives)
+
+
+def sample_non_edges(edges: np.ndarray, n_nodes: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """`count` distinct uniformly random pairs u < v, u ≠ v, that are not edges."""
+    possible = n_nodes * (n_nodes - 1) // 2 - len(edges)
+    if count > possible:
+        raise DataError(f"the graph has only {possible} non-adjacent pairs, {count} negatives are needed")
+    existing = np.sort(pair_keys(edges, n_nodes))
+    chosen = np.empty(0, dtype=np.int64)
+    while len(chosen) < count:
+        draw = rng.integers(n_nodes, size=(2 * (count - len(chosen)) + 16, 2))
+        draw = draw[draw[:, 0] != draw[:, 1]]
+        keys = pair_keys(draw, n_nodes)
+        keys = keys[~_member(keys, existing)]
+        candidates = np.concatenate([chosen, keys])
+        _, first = np.unique(candidates, return_index=True)
+        chosen = candidates[np.sort(first)][:count]  # keep draw order: reproducible
+    return np.stack([chosen // n_nodes, chosen % n_nodes], axis=1)
+
+
+def _member(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
+    if not len(sorted_keys):
+        return np.zeros(len(keys), dtype=bool)
+    found = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return sorted_keys[found] == keys
+
+
+def check_split(split: EdgeSplit, graph: ig.Graph) -> None:
+    """Raise DataError unless `split` is a leak-free split of `graph` (used on splits read from a cache)."""
+    n = graph.vcount()
+    full = np.sort(pair_keys(graph.get_edgelist(), n))
+    residual = np.sort(pair_keys(split.residual, n))
+    positives, negatives = pair_keys(split.positives, n), pair_keys(split.negatives, n)
+    problems = {
+        "a positive is an edge of the residual graph": _member(positives, residual).any(),
+        "a positive is not an edge of the graph": not _member(positives, full).all(),
+        "a negative is an edge of the graph": _member(negatives, full).any(),
+        "the residual graph is not a subgraph": not _member(residual, full).all(),
+        "residual and positives do not add up to the graph": len(residual) + len(positives) != len(full),
+    }
+    failed = [problem for problem, bad in problems.items() if bad]
+    if split.n_nodes != n or failed:
+        raise DataError(f"link-prediction split does not fit the graph: {'; '.join(failed) or 'vertex count'}")
+
+
+def hadamard_features(embeddings: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    """Pair features: the element-wise product of the two end points' embeddings."""
+    return embeddings[pairs[:, 0]] * embeddings[pairs[:, 1]]
+
+
+def link_prediction_scores(
+    embeddings: np.ndarray, split: EdgeSplit, seed: int, validation_fraction: float = 0.25
+) -> dict[str, float]:
+    """ROC AUC of a logistic regression on Hadamard features.
+
+    The labelled pairs are shuffled (by `seed`, the same for every method) and halved: the classifier
+    trains on the first half and `auc` is its score on the second. `val_auc` holds out the last
+    `validation_fraction` of the training half instead, for choosing hyper-parameters without the test pairs.
+    """
+    pairs = np.concatenate([split.positives, split.negatives])
+    labels = np.concatenate([np.ones(len(split.positives)), np.zeros(len(split.negatives))])
+    order = np.random.default_rng(seed).permutation(len(pairs))
+    half = len(order) // 2
+    train, test = order[:half], order[half:]
+    held_out = max(1, round(validation_fraction * len(train)))
+    fit, validation = train[:-held_out], train[-held_out:]
+    features = hadamard_features(embeddings, pairs)
+
+    def auc(fit_rows: np.ndarray, score_rows: np.ndarray) -> float:
+        model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
+        model.fit(features[fit_rows], labels[fit_rows])
+        return float(roc_auc_score(labels[score_rows], model.decision_function(features[score_rows])))
+
+    return {"auc": auc(train, test), "val_auc": auc(fit, validation), "test_pairs": float(len(test))}

@@ -1,0 +1,216 @@
+import igraph as ig
+import mlflow
+import numpy as np
+import pytest
+
+from igel_exp import pipelines
+from igel_exp.data import DataContext, Dataset, GraphReport, load_dataset
+from igel_exp.errors import DataError
+from igel_exp.pipelines.link_prediction import cached_split
+from igel_exp.tasks.link_prediction import (
+    EdgeSplit,
+    check_split,
+    hadamard_features,
+    link_prediction_scores,
+    pair_keys,
+    split_edges,
+)
+
+from conftest import small_graphs
+
+
+def edge_set(pairs) -> set[frozenset]:
+    return {frozenset(map(int, pair)) for pair in pairs}
+
+
+def assert_leak_free(graph: ig.Graph, split: EdgeSplit, fraction: float = 0.5) -> None:
+    full = edge_set(graph.get_edgelist())
+    residual, positives, negatives = edge_set(split.residual), edge_set(split.positives), edge_set(split.negatives)
+    assert len(split.positives) == len(positives) == round(fraction * len(full))
+    assert len(split.negatives) == len(negatives) == len(positives)
+    assert residual | positives == full and not residual & positives
+    assert not negatives & full  # in either orientation: pairs are unordered sets
+    assert all(len(pair) == 2 for pair in negatives)  # no self pairs
+    kept = split.residual_graph([str(i) for i in range(graph.vcount())])
+    assert kept.connected_components().membership == graph.connected_components().membership
+
+
+SPLITTABLE = {
+    "miserables": small_graphs()["miserables"],
+    "zachary": small_graphs()["zachary"],
+    "erdos_renyi": ig.Graph.Erdos_Renyi(n=120, m=600),
+    "disconnected": ig.Graph.Full(8) + ig.Graph.Erdos_Renyi(n=40, m=150) + ig.Graph(2),  # isolated nodes too
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPLITTABLE))
+def test_split_is_leak_free_and_keeps_components(name):
+    graph = SPLITTABLE[name]
+    split = split_edges(graph, 0.5, seed=3)
+    assert_leak_free(graph, split)
+    check_split(split, graph)
+
+
+def test_split_depends_only_on_the_seed():
+    graph = small_graphs()["miserables"]
+    first, again, other = split_edges(graph, 0.5, 1), split_edges(graph, 0.5, 1), split_edges(graph, 0.5, 2)
+    for part in ("residual", "positives", "negatives"):
+        np.testing.assert_array_equal(getattr(first, part), getattr(again, part))
+    assert edge_set(first.positives) != edge_set(other.positives)
+
+
+def test_too_sparse_graphs_are_refused():
+    with pytest.raises(DataError, match="too small or too sparse"):
+        split_edges(ig.Graph.Tree(30, 2), 0.5, seed=0)  # every edge of a tree is a bridge
+
+
+def test_check_split_catches_leaks():
+    graph = small_graphs()["zachary"]
+    split = split_edges(graph, 0.5, seed=0)
+    leaky = EdgeSplit(
+        split.n_nodes, split.residual, np.concatenate([split.positives[1:], split.residual[:1]]), split.negatives
+    )
+    with pytest.raises(DataError, match="a positive is an edge of the residual graph"):
+        check_split(leaky, graph)
+    reversed_edge = split.positives[:1, ::-1]  # a real edge, written the other way round
+    wrong = EdgeSplit(
+        split.n_nodes, split.residual, split.positives, np.concatenate([split.negatives[1:], reversed_edge])
+    )
+    with pytest.raises(DataError, match="a negative is an edge of the graph"):
+        check_split(wrong, graph)
+
+
+def named(graph: ig.Graph, order: np.ndarray | None = None) -> Dataset:
+    """The graph with names, optionally with its vertices renumbered by `order` (same graph, other ids)."""
+    graph = graph.copy()
+    graph.vs["name"] = [f"v{i}" for i in range(graph.vcount())]
+    if order is not None:
+        graph = graph.permute_vertices(order.tolist())
+    return Dataset("toy", graph, GraphReport("toy"))
+
+
+def test_split_cache_survives_another_vertex_order(tmp_path):
+    base = small_graphs()["miserables"]
+    split, key, hit = cached_split(named(base), 0.5, 4, tmp_path)
+    assert not hit and (tmp_path / key).exists()
+    again, key_again, hit_again = cached_split(named(base), 0.5, 4, tmp_path)
+    assert hit_again and key_again == key
+    np.testing.assert_array_equal(np.sort(pair_keys(again.positives, 77)), np.sort(pair_keys(split.positives, 77)))
+    permutation = np.random.default_rng(0).permutation(base.vcount())
+    shuffled = named(base, permutation)
+    moved, key_moved, hit_moved = cached_split(shuffled, 0.5, 4, tmp_path)
+    assert hit_moved and key_moved == key  # the fingerprint ignores vertex order
+    check_split(moved, shuffled.graph)
+    names = np.asarray(shuffled.graph.vs["name"])
+    original = np.asarray(named(base).graph.vs["name"])
+    assert {frozenset(p) for p in names[moved.positives]} == {frozenset(p) for p in original[split.positives]}
+
+
+def test_a_corrupted_cache_is_split_again(tmp_path):
+    dataset = named(small_graphs()["zachary"])
+    split, key, _ = cached_split(dataset, 0.5, 0, tmp_path)
+    names = np.asarray(dataset.graph.vs["name"])
+    leak = {
+        "residual": names[split.residual],
+        "positives": names[np.concatenate([split.positives[1:], split.residual[:1]])],
+        "negatives": names[split.negatives],
+    }
+    np.savez_compressed(tmp_path / key, **leak)
+    again, _, hit = cached_split(dataset, 0.5, 0, tmp_path)
+    assert not hit
+    np.testing.assert_array_equal(again.positives, split.positives)
+
+
+def test_scores_on_known_embeddings():
+    graph = small_graphs()["miserables"]
+    split = split_edges(graph, 0.5, seed=0)
+    rng = np.random.default_rng(0)
+    # an embedding whose Hadamard product reveals edges: one coordinate per node, pairs multiply to 1 on edges
+    oracle = np.zeros((graph.vcount(), graph.vcount() + 1))
+    oracle[:, -1] = rng.normal(size=graph.vcount())
+    edges = np.asarray(graph.get_edgelist())
+    features = hadamard_features(oracle, edges)
+    assert features.shape == (len(edges), graph.vcount() + 1)
+    adjacency = np.asarray(graph.get_adjacency().data, dtype=float)
+    scores = link_prediction_scores(np.hstack([adjacency, np.eye(graph.vcount())]), split, seed=0)
+    assert scores["auc"] > 0.8 and scores["val_auc"] > 0.8  # common neighbours in the Hadamard product
+    noise = link_prediction_scores(rng.normal(size=(graph.vcount(), 8)), split, seed=0)
+    assert abs(noise["auc"] - 0.5) < 0.15
+    assert noise["test_pairs"] == len(split.positives)
+
+
+def test_link_prediction_end_to_end_with_igel_and_baselines(compose_config, tracking_uri, tmp_path):
+    quick = [
+        "experiment=link_prediction",
+        "dataset=erdos_renyi",
+        "dataset.num_nodes=300",
+        "dataset.average_degree=8",
+        "trainer.epochs=1",
+        "trainer.walk_length=20",
+        "trainer.walks_per_node=1",
+        "trainer.dim=16",
+        "progress=false",
+        f"task.split_cache={tmp_path / 'splits'}",
+    ]
+    results = {
+        encoder: pipelines.run(compose_config(*quick, f"encoder={encoder}"))
+        for encoder in ("igel", "deepwalk", "node2vec")
+    }
+    runs = mlflow.search_runs(experiment_names=["link_prediction"])
+    assert set(runs.status) == {"FINISHED"} and len(runs) == 3
+    assert runs["tags.split"].nunique() == 1  # every method saw the same split
+    assert sorted(runs["tags.split_cache"]) == ["hit", "hit", "miss"]
+    assert set(runs["metrics.split_positives"]) == {600.0}
+    for metrics in results.values():
+        assert 0.0 <= metrics["auc"] <= 1.0 and "time_split_s" in metrics and "time_train_s" in metrics
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("name", ["facebook", "astroph"])
+def test_real_splits_are_leak_free(data_root, name):
+    graph = load_dataset({"name": name}, DataContext(data_root, download=False, seed=0)).graph
+    split = split_edges(graph, 0.5, seed=0)
+    assert_leak_free(graph, split)
+
+
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (
+            [],
+            {
+                "dataset.name": "facebook",
+                "trainer.epochs": 10,
+                "trainer.walk_length": 150,
+                "trainer.batch_size": 250000,
+                "trainer.dim": 256,
+                "encoder.distance": 2,
+                "encoder.relative_degrees": True,
+            },
+        ),
+        (
+            ["dataset=astroph"],
+            {
+                "trainer.epochs": 2,
+                "trainer.walk_length": 100,
+                "trainer.batch_size": 200000,
+                "trainer.window": 8,
+                "trainer.negatives": 9,
+            },
+        ),
+        (
+            ["encoder=deepwalk"],
+            {"trainer.dim": 128, "trainer.walks_per_node": 10, "trainer.walk_length": 80, "trainer.window": 10},
+        ),
+        (["encoder=node2vec", "dataset=astroph", "trainer.dim=64"], {"trainer.dim": 64, "encoder.inout_q": 0.5}),
+    ],
+)
+def test_settings_follow_the_dataset_and_the_encoder(compose_config, overrides, expected):
+    config = compose_config("experiment=link_prediction", *overrides)
+    for key, value in expected.items():
+        node = config
+        for part in key.split("."):
+            node = node[part]
+        assert node == value, key
+    if config.encoder.name != "igel":
+        assert "distance" not in config.encoder  # no IGEL settings on the baselines' runs
