@@ -17,3 +17,8 @@ __all__ = [
     "resolve_data_root",
     "simple_graph",
 ]
+
+from igel_exp.data import (
+    ppi,  # noqa: E402, F401  (registers ppi and graphsage)
+    sister_cities,  # noqa: E402, F401  (registers the loader)
+)

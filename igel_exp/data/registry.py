@@ -12,6 +12,7 @@ from typing import Any
 import igraph as ig
 import networkx as nx
 import numpy as np
+import pandas as pd
 
 from igel_exp.data.edgelist import GraphReport, read_edgelist, simple_graph
 from igel_exp.data.sources import RemoteFile, fetch
@@ -23,6 +24,7 @@ class Dataset:
     name: str
     graph: ig.Graph  # simple, undirected; vertex attribute "name" holds the original node id as a string
     report: GraphReport
+    nodes: pd.DataFrame | None = None  # per-vertex attributes (row i = vertex i), for datasets that have them
 
 
 @dataclass(frozen=True)
@@ -150,9 +152,8 @@ def _with_isolated(graph: ig.Graph, report: GraphReport, name: str) -> ig.Graph:
     return graph
 
 
-@register("erdos_renyi")
-def _erdos_renyi(config: Mapping[str, Any], context: DataContext) -> Dataset:
-    """G(n, m) with m = round(n · average_degree / 2), seeded by the run's seed."""
+def erdos_renyi_size(config: Mapping[str, Any]) -> tuple[int, int]:
+    """(nodes, edges) of the G(n, m) that `config` asks for, m = round(n · average_degree / 2); checked."""
     n, degree = config.get("num_nodes"), config.get("average_degree")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ConfigError(f"dataset.num_nodes must be a positive integer, got {n!r}")
@@ -164,6 +165,13 @@ def _erdos_renyi(config: Mapping[str, Any], context: DataContext) -> Dataset:
             f"dataset.average_degree={degree} needs {edges} edges, more than the {n * (n - 1) // 2} pairs"
             f" of dataset.num_nodes={n}"
         )
+    return n, edges
+
+
+@register("erdos_renyi")
+def _erdos_renyi(config: Mapping[str, Any], context: DataContext) -> Dataset:
+    """G(n, m) with m = round(n · average_degree / 2), seeded by the run's seed."""
+    n, edges = erdos_renyi_size(config)
     with igraph_seed(context.seed):
         graph = ig.Graph.Erdos_Renyi(n=n, m=edges)
     graph.vs["name"] = [str(i) for i in range(n)]
