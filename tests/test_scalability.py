@@ -1,0 +1,253 @@
+"""Scalability experiment: per-stage time and memory, the memory budget, isolated jobs, slopes and the plot."""
+
+import os
+import signal
+import time
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+
+from igel_exp import pipelines
+from igel_exp.errors import BudgetError, ConfigError, DataError
+from igel_exp.identity import HASH_TAG
+from igel_exp.memory import MemoryBudget, PeakMeter, rss_mib
+from igel_exp.pipelines.common import Stages
+from igel_exp.scalability_plot import main as plot_main
+from igel_exp.scalability_plot import scalability_report
+from igel_exp.tasks.scalability import loglog_slope, seed_means, slopes
+
+from conftest import REPO
+
+TINY = ["experiment=scalability", "dataset.num_nodes=200", "trainer.epochs=1", "trainer.walk_length=10"]
+STAGES = ["generate", "encode", "walks", "train", "total"]
+
+
+def runs(tmp_path):
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    return mlflow.search_runs(search_all_experiments=True)
+
+
+def test_experiment_has_the_papers_scalability_settings(compose_config):
+    config = compose_config("experiment=scalability")
+    trainer = config.trainer
+    assert (config.dataset.name, config.task.name, config.encoder.distance) == ("erdos_renyi", "scalability", 1)
+    settings = (trainer.dim, trainer.walk_length, trainer.window, trainer.negatives, trainer.epochs)
+    assert settings == (25, 50, 5, 5, 3)
+    assert (trainer.batch_size, trainer.walks_per_node, config.task.memory_budget_gib) == (25000, 1, 8)
+
+
+# --- per-stage time and peak memory --------------------------------------------------------------------------
+
+
+def test_a_tiny_run_logs_time_and_peak_memory_of_every_stage(compose_config, tracking_uri, tmp_path):
+    metrics = pipelines.run(compose_config(*TINY, "encoder.distance=2", "task.isolate=false"))
+    [run] = runs(tmp_path).itertuples()
+    assert run.status == "FINISHED"
+    logged = mlflow.get_run(run.run_id).data.metrics
+    for stage in STAGES:
+        assert metrics[f"time_{stage}_s"] > 0 and logged[f"time_{stage}_s"] == metrics[f"time_{stage}_s"]
+        assert metrics[f"peak_{stage}_mib"] > 0 and logged[f"peak_{stage}_mib"] == metrics[f"peak_{stage}_mib"]
+        assert metrics[f"time_{stage}_cpu_s"] >= 0
+    parts = sum(metrics[f"time_{stage}_s"] for stage in ["generate", "encode", "walks", "train"])
+    assert parts <= metrics["time_total_s"]  # walks are charged to walks only, not to train as well
+    assert metrics["peak_walks_mib"] <= metrics["peak_train_mib"]  # walks are drawn inside training
+    assert max(metrics[f"peak_{stage}_mib"] for stage in STAGES) == metrics["peak_total_mib"]
+    assert metrics["peak_total_mib"] <= metrics["peak_rss_mib"]
+    assert logged["graph_nodes"] == 200 and logged["graph_edges"] == 800
+    assert logged["estimate_train_mib"] > 0 and logged["estimate_ball"] > 1
+    assert mlflow.get_run(run.run_id).data.tags["pid"] == str(os.getpid())
+
+
+def test_each_stage_gets_its_own_peak():
+    stages = Stages()
+    if not stages.exact_peaks:
+        pytest.skip("the kernel's peak resident set cannot be reset here (/proc/self/clear_refs)")
+    size = 300 * 2**20
+    with stages("big"):
+        block = np.ones(size // 8)  # touched: resident
+        del block
+    base = rss_mib()
+    with stages("small"):
+        block = np.ones(2**20)
+        del block
+    with stages("outer"):
+        with stages("inner"):
+            block = np.ones(size // 8)
+            del block
+    peaks = stages.metrics()
+    assert peaks["peak_big_mib"] >= base + 250
+    assert peaks["peak_small_mib"] < base + 100  # the big stage's peak does not leak into later stages
+    assert peaks["peak_outer_mib"] >= peaks["peak_inner_mib"] >= base + 250  # enclosing stages keep their peaks
+    assert peaks["peak_rss_mib"] >= peaks["peak_big_mib"]
+
+
+def test_peak_meter_falls_back_to_the_process_peak(monkeypatch):
+    monkeypatch.setattr(PeakMeter, "_try_reset", staticmethod(lambda: False))
+    meter = PeakMeter()
+    assert not meter.exact
+    import resource
+
+    assert meter.peak_mib() == pytest.approx(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, rel=0.05)
+
+
+# --- the memory budget ---------------------------------------------------------------------------------------
+
+
+def test_a_run_over_the_budget_stops_before_the_stage_with_the_key_named(compose_config, tracking_uri, tmp_path):
+    # well under what the interpreter already holds: the estimate of the first stage is over
+    with pytest.raises(BudgetError, match=r"stage 'generate' would need about .* task\.memory_budget_gib"):
+        pipelines.run(compose_config(*TINY, "task.isolate=false", "task.memory_budget_gib=0.05"))
+    [run] = runs(tmp_path).itertuples()
+    assert run.status == "FAILED"
+    assert "task.memory_budget_gib" in mlflow.get_run(run.run_id).data.tags["error"]
+
+
+def test_the_watchdog_interrupts_a_stage_that_grows_past_the_budget():
+    budget = MemoryBudget(rss_mib() + 200, "task.memory_budget_gib", interval_s=0.01)
+    stages = Stages(budget)
+    held = []
+    previous = signal.getsignal(signal.SIGUSR1)
+    with pytest.raises(BudgetError, match=r"stage 'hungry' reached .* task\.memory_budget_gib .*stopped"):
+        with budget.watch(), stages("hungry"):
+            for _ in range(100):  # up to 2 GiB, 20 MiB at a time: stopped after about 200 MiB
+                held.append(np.ones(20 * 2**20 // 8))
+                time.sleep(0.005)
+    assert 8 <= len(held) < 40
+    assert signal.getsignal(signal.SIGUSR1) == previous
+
+
+def test_budget_settings_are_checked(compose_config, tracking_uri, tmp_path):
+    with pytest.raises(ConfigError, match="task.memory_budget_gib"):
+        pipelines.run(compose_config(*TINY, "task.memory_budget_gib=-1"))
+    assert not (tmp_path / "mlflow.db").exists()  # no run, not even a store
+    MemoryBudget(None, "key").check("encode", 10**9)  # no budget, no check
+
+
+@pytest.mark.parametrize(
+    "overrides, key",
+    [
+        (["dataset.num_nodes=-4"], "dataset.num_nodes"),
+        (["dataset.num_nodes=0"], "dataset.num_nodes"),
+        (["dataset.num_nodes=10", "dataset.average_degree=12"], "dataset.average_degree"),
+        (["dataset.average_degree=-1"], "dataset.average_degree"),
+        (["encoder.distance=-1"], "encoder.distance"),
+    ],
+)
+def test_bad_sizes_name_their_key_before_any_run(compose_config, tracking_uri, tmp_path, overrides, key):
+    with pytest.raises(ConfigError, match=key):
+        pipelines.run(compose_config(*TINY, *overrides))
+    assert not (tmp_path / "mlflow.db").exists()  # no run, not even a store
+
+
+# --- jobs in a fresh process ---------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_isolated_jobs_run_in_their_own_process_and_report_their_errors(compose_config, tracking_uri, tmp_path):
+    metrics = pipelines.run(compose_config(*TINY))  # task.isolate is the experiment's default
+    with pytest.raises(BudgetError, match="task.memory_budget_gib"):  # raised in the child, re-raised here
+        pipelines.run(compose_config(*TINY, "task.memory_budget_gib=0.05"))
+    finished, failed = runs(tmp_path).sort_values("start_time").itertuples()
+    assert (finished.status, failed.status) == ("FINISHED", "FAILED")
+    logged = mlflow.get_run(finished.run_id).data
+    assert logged.tags["pid"] != str(os.getpid())
+    assert metrics["time_total_s"] == logged.metrics["time_total_s"]
+
+
+# --- slopes and the plot -------------------------------------------------------------------------------------
+
+
+def test_loglog_slope_recovers_power_laws():
+    x = 2.0 ** np.arange(6, 21)
+    assert loglog_slope(x, 3 * x**1.5) == pytest.approx((1.5, np.log(3)))
+    noise = np.exp(np.random.default_rng(0).normal(0, 0.05, len(x)))
+    assert loglog_slope(x, 0.2 * x * noise)[0] == pytest.approx(1.0, abs=0.03)
+    for bad in [(x, -x), ([4, 4], [1, 2]), (x, x[:-1])]:
+        with pytest.raises(ValueError):
+            loglog_slope(*bad)
+
+
+def test_seed_means_and_slopes_per_series():
+    frame = pd.DataFrame(
+        {"n": [64, 64, 128, 128, 256, 64, 128], "alpha": [1, 1, 1, 1, 1, 2, 2], "t": [1, 3, 4, 4, 8, 5, 5]}
+    )
+    table = seed_means(frame, "n", "alpha", "t")
+    assert table[["series", "x", "mean", "n"]].values.tolist() == [
+        [1, 64, 2, 2],
+        [1, 128, 4, 2],
+        [1, 256, 8, 1],
+        [2, 64, 5, 1],
+        [2, 128, 5, 1],
+    ]
+    assert table["std"].tolist() == pytest.approx([np.sqrt(2), 0, 0, 0, 0])
+    fitted = slopes(table)
+    assert fitted[1] == pytest.approx(1.0) and fitted[2] == pytest.approx(0.0)
+    assert np.isnan(slopes(table, 100, 300)[2]) and slopes(table, 100, 300)[1] == pytest.approx(1.0)
+
+
+def _fake_runs(uri: str, exponents: dict[int, float], epochs: int = 3) -> None:
+    """Finished scalability runs whose total time is n^exponent[α] (size panel) and degree^(α-1) (degree panel);
+    the point both panels share (4,096 nodes, degree 8) is run twice, as its two sweeps would."""
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment("scalability")
+    grid = [(n, 8) for n in (256, 1024, 4096, 16384)] + [(4096, d) for d in (2, 4, 8, 16)]
+    for alpha, exponent in exponents.items():
+        for n, degree in grid:
+            for seed in (0, 1):
+                with mlflow.start_run(tags={HASH_TAG: f"{alpha}-{n}-{degree}-{seed}-{epochs}"}):
+                    mlflow.log_params(
+                        {
+                            "dataset.name": "erdos_renyi",
+                            "dataset.num_nodes": n,
+                            "dataset.average_degree": degree,
+                            "encoder.distance": alpha,
+                            "trainer.epochs": epochs,
+                            "seed": seed,
+                        }
+                    )
+                    time_s = 1e-3 * n**exponent * (degree / 8) ** (alpha - 1) * (1.1 if seed else 0.9)
+                    mlflow.log_metrics({"time_total_s": time_s, "peak_rss_mib": 500 + n / 100})
+
+
+def test_plot_command_draws_both_panels_with_fitted_slopes(tracking_uri, tmp_path, capsys):
+    _fake_runs(tracking_uri, {1: 1.0, 2: 1.25})
+    with mlflow.start_run(experiment_id=mlflow.get_experiment_by_name("scalability").experiment_id):
+        pass  # a run of another kind (no dataset params) is ignored
+    output = tmp_path / "figure.png"
+    plot_main(["--output", str(output), "--fit-min", "1024"])
+    printed = capsys.readouterr().out
+    assert output.stat().st_size > 10_000
+    assert "α = 1: slope 1.000" in printed and "α = 2: slope 1.250" in printed  # size panel
+    assert "α = 1: slope 0.000" in printed and "α = 2: slope 1.000" in printed  # degree panel
+    report = scalability_report()
+    assert report.size_slopes == pytest.approx({1: 1.0, 2: 1.25})
+    assert report.by_size.n.unique().tolist() == [2] and report.by_degree.n.unique().tolist() == [2]  # seeds, once
+    legend = [text.get_text() for text in report.figure.axes[0].get_legend().get_texts()]
+    assert legend == ["α = 1 (slope 1.00)", "α = 2 (slope 1.25)"]
+
+
+def test_plot_command_refuses_empty_stores_and_mixed_settings(tracking_uri, tmp_path):
+    with pytest.raises(SystemExit, match="no finished Erdős–Rényi runs"):
+        plot_main(["--output", str(tmp_path / "x.png")])
+    _fake_runs(tracking_uri, {1: 1.0}, epochs=3)
+    _fake_runs(tracking_uri, {1: 1.0}, epochs=1)
+    with pytest.raises(DataError, match="trainer.epochs"):
+        scalability_report()
+    with pytest.raises(DataError, match="no metric 'nope'"):
+        scalability_report(metric="nope", sweeps=None)
+
+
+@pytest.mark.parametrize("name", ["scalability_size", "scalability_size_large", "scalability_degree"])
+def test_reproduction_files_sweep_the_figure(name):
+    with initialize_config_dir(config_dir=str(REPO / "experiments"), version_base="1.3"):
+        plan = compose(config_name=name, overrides=["hydra.searchpath=[pkg://igel_exp.conf]"], return_hydra_config=True)
+    params = plan.hydra.sweeper.params
+    assert plan.task.name == "scalability" and plan.reproduce.table == "ScalabilityResults"
+    assert params["encoder.distance"] == "1,2,3"
+    for entry in plan.reproduce.paper:  # the authors' points are points of our sweep
+        for key in plan.reproduce.rows:
+            swept = params[key] if key in params else plan.dataset[key.split(".")[1]]
+            assert str(entry[key]) in str(swept).split(",")
