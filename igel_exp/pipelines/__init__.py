@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
 from omegaconf import DictConfig
 
 from igel_exp.errors import ConfigError
@@ -31,7 +32,16 @@ def run(config: DictConfig) -> dict[str, float]:
     if name not in PIPELINES:
         raise ConfigError(f"task.name={name!r} is unknown; valid tasks: {', '.join(sorted(PIPELINES))}")
     seed_everything(config.seed, config.trainer.get("deterministic", True))
+    if config.get("threads"):
+        torch.set_num_threads(int(config.threads))
     return PIPELINES[name](config)
 
 
-from igel_exp.pipelines import clustering  # noqa: E402, F401  (registers the pipelines)
+# the pipelines register themselves on import
+from igel_exp.pipelines import (  # noqa: E402, F401
+    clustering,
+    link_prediction,
+    node_classification,
+    scalability,
+    sister_cities,
+)

@@ -1,0 +1,61 @@
+"""What makes two runs the same run: a hash of the resolved config, seed included (GraphGym's habit).
+
+Every run carries its hash as the MLflow tag `igel.config_hash` (set by `tracking.tracked_run`), so a run of
+`igel-run`, of `igel-run -m` or of `igel-reproduce` with the same settings is recognised as the same run,
+and `igel-reproduce` skips the jobs whose hash already has a FINISHED run.
+
+Left out of the hash are the keys that say where a run is stored, where its inputs live or how it is watched
+and executed, never what it computes. Data files are checksummed, so their folder cannot change a result;
+thread counts and devices change timings and the last bits of floating-point sums, not the experiment (the
+timing tables are measurements of whatever machine ran them, which no config key captures either).
+The package's source code is not in the hash: a code change does not invalidate earlier runs (use a fresh
+MLflow store, or delete the runs, to recompute them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+HASH_TAG = "igel.config_hash"
+NOT_IDENTITY = (
+    "reproduce",  # the experiments/ file's reference data (paper values, captions): not a run setting
+    "progress",  # progress bars
+    "threads",  # CPU threads: speed only
+    "tracking",  # where the run is stored
+    "data.root",  # where the (checksummed) data files are
+    "data.download",  # whether missing files may be fetched (they are checked against the same sha256)
+    "trainer.device",  # where the maths runs; `auto` is what configs say anyway
+    "task.split_cache",  # where link-prediction splits are cached (the split depends on the seed only)
+    "task.reuse_embeddings",  # takes bit-identical embeddings from an earlier run instead of training again
+    "task.memory_budget_gib",  # a ceiling: a run that finished under it measured the same as without it
+    "task.memory_samples",  # ego graphs sampled for the memory estimates: the estimates only
+    "task.isolate",  # whether a scalability run gets a fresh process: how it is executed, not what it measures
+)
+HASH_LENGTH = 16  # hex digits: 64 bits, no collision in any store of realistic size
+
+
+def identity(config: DictConfig | Mapping[str, Any], without: Iterable[str] = ()) -> dict[str, Any]:
+    """The resolved config as plain data, minus NOT_IDENTITY and the dotted keys in `without`."""
+    if isinstance(config, DictConfig):
+        plain = OmegaConf.to_container(config, resolve=True, throw_on_missing=False)
+    else:
+        plain = json.loads(json.dumps(config, default=str))  # a deep copy we may prune
+    for dotted in (*NOT_IDENTITY, *without):
+        *parents, leaf = dotted.split(".")
+        node = plain
+        for key in parents:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    return plain
+
+
+def config_hash(config: DictConfig | Mapping[str, Any], without: Iterable[str] = ()) -> str:
+    """Hex digest of `identity(config, without)`; `without=("seed",)` names a grid point (its seeds pooled)."""
+    text = json.dumps(identity(config, without), sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:HASH_LENGTH]

@@ -1,0 +1,350 @@
+"""The reproduction plan: an experiments/ file → the jobs of its sweep (full or quick profile), as Hydra runs them.
+
+An experiments/<table>.yaml file is a Hydra primary config over the packaged `config` whose sweep is
+`hydra.sweeper.params` and whose `reproduce:` block describes the paper's table (experiments/README.md).
+The jobs are expanded with Hydra's own machinery, exactly as `igel-run -m --config-dir experiments
+--config-name <table> [args]` would: the sweep params, then the profile's replacements and extra overrides,
+then the user's overrides, parsed by Hydra's override parser and crossed by its basic sweeper (a later
+override of a key replaces the earlier one in place, so the first key still varies slowest). Each job's
+config is composed with the compose API over the same search path, so it has the same identity
+(igel_exp.identity) as the run `igel-run -m` makes of it.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+import igel_exp
+from igel_exp.errors import ConfigError
+from igel_exp.identity import config_hash
+from igel_exp.tracking import flatten
+
+log = logging.getLogger(__name__)
+
+PROFILES = ("full", "quick")
+PACKAGED_CONFIGS = "pkg://igel_exp.conf"  # where the experiments' `defaults: [config, ...]` comes from
+SELECT_MODES = ("max", "min")
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of the paper's table: an MLflow metric, optionally of the runs whose params match `where`."""
+
+    title: str
+    metric: str
+    where: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Select:
+    """The best grid point per cell: on `metric` (a validation metric), averaged over seeds first."""
+
+    metric: str
+    mode: str = "max"
+
+
+@dataclass
+class Spec:
+    """An experiments/ file's `reproduce:` block, checked."""
+
+    table: str
+    caption: str
+    rows: list[str]
+    columns: list[Column]
+    select: Select | None
+    paper: list[dict[str, Any]]
+    quick: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run of the sweep: its Hydra overrides, its composed config and its identity."""
+
+    overrides: tuple[str, ...]  # as igel-run -m passes them to the job
+    shown: str  # the overrides that tell this job from the others of the plan (messages)
+    config: DictConfig
+    flat: dict[str, Any]  # the resolved config as flattened keys (rows and column filters read it)
+    hash: str  # identity: the MLflow tag igel.config_hash of its run
+    point: str  # identity without the seed: the grid point whose seeds are aggregated
+
+
+@dataclass
+class Plan:
+    """The jobs that reproduce one experiments/ file under one profile."""
+
+    name: str  # the file's stem
+    path: Path
+    profile: str
+    spec: Spec
+    jobs: list[Job]
+    arguments: list[str]  # the sweep as igel-run -m arguments: params, profile replacements, overrides
+
+    @property
+    def experiments(self) -> list[str]:
+        """The MLflow experiments the jobs log to."""
+        return sorted({str(job.config.name) for job in self.jobs})
+
+    @property
+    def command(self) -> str:
+        """The equivalent igel-run command line."""
+        arguments = " ".join(_quote(argument) for argument in self.arguments)
+        return f"igel-run -m --config-dir {self.path.parent} --config-name {self.name} {arguments}".rstrip()
+
+    def row_key(self, job: Job) -> tuple:
+        return tuple(job.flat.get(key) for key in self.spec.rows)
+
+
+def default_experiments_dir() -> Path:
+    """./experiments, else the experiments/ folder of the source checkout the package is installed from."""
+    for candidate in (Path.cwd() / "experiments", Path(igel_exp.__file__).resolve().parents[1] / "experiments"):
+        if candidate.is_dir() and any(candidate.glob("*.yaml")):
+            return candidate
+    raise ConfigError("no experiments/ folder here: run from the repository root or pass --experiments DIR")
+
+
+def table_files(folder: Path, selectors: Sequence[str] = ("all",)) -> list[Path]:
+    """The experiments/ files named by `selectors` (a file's stem, a paper table label, or `all`), in order."""
+    if not folder.is_dir():
+        raise ConfigError(f"{folder}: no such experiments folder")
+    files = sorted(path for path in folder.glob("*.yaml") if "reproduce" in (OmegaConf.load(path) or {}))
+    if not files:
+        raise ConfigError(f"{folder}: no experiments file with a reproduce: block")
+    chosen: list[Path] = []
+    for selector in selectors or ("all",):
+        if selector == "all":
+            matches = files
+        else:
+            matches = [path for path in files if path.stem == selector] or [
+                path
+                for path in files
+                if str(OmegaConf.load(path).reproduce.get("table", "")).lower() == selector.lower()
+            ]
+        if not matches:
+            valid = ", ".join(path.stem for path in files)
+            raise ConfigError(f"no table {selector!r} in {folder}; valid tables: all, {valid}")
+        chosen += [path for path in matches if path not in chosen]
+    return chosen
+
+
+def load_plan(path: Path, profile: str = "full", overrides: Sequence[str] = ()) -> Plan:
+    """Expand the sweep of experiments/`path` under `profile`, with `overrides` for every job (sweeps allowed)."""
+    if profile not in PROFILES:
+        raise ConfigError(f"profile {profile!r} is not one of {', '.join(PROFILES)}")
+    path = Path(path).resolve()
+    with initialize_config_dir(config_dir=str(path.parent), version_base="1.3", job_name="igel-reproduce"):
+        composer = _Composer(path.stem)
+        spec = parse_spec(composer.reproduce, path.name)
+        params, extra = dict(composer.sweep), []
+        if profile == "quick":
+            if spec.quick is None:
+                raise ConfigError(f"{path.name}: reproduce.quick is missing: the file has no quick profile")
+            params.update(spec.quick.get("params") or {})  # a replaced key keeps its place in the sweep's order
+            extra = [str(value) for value in spec.quick.get("overrides") or []]
+        arguments = [f"{key}={value}" for key, value in params.items()] + extra  # as Hydra's BasicSweeper does
+        arguments += list(overrides)
+        batches = _expand(arguments, path.name)
+        shown_keys = _varying_keys(batches) or [_key(argument) for argument in arguments]
+        jobs, seen = [], set()
+        for batch in batches:
+            config = composer.job(batch)
+            identity = config_hash(config)
+            if identity in seen:  # two sweep values that compose the same run
+                continue
+            seen.add(identity)
+            jobs.append(
+                Job(
+                    overrides=tuple(batch),
+                    shown=" ".join(item for item in batch if _key(item) in shown_keys),
+                    config=config,
+                    flat=flatten(OmegaConf.to_container(config, resolve=True)),
+                    hash=identity,
+                    point=config_hash(config, without=("seed",)),
+                )
+            )
+    plan = Plan(path.stem, path, profile, spec, jobs, arguments)
+    check_cells(plan)
+    return plan
+
+
+def parse_spec(block: Mapping[str, Any] | None, where: str) -> Spec:
+    """The `reproduce:` block as a Spec; a malformed one raises ConfigError naming the key."""
+    if not isinstance(block, Mapping):
+        raise ConfigError(f"{where}: no reproduce: block")
+    for key in ("table", "columns"):
+        if not block.get(key):
+            raise ConfigError(f"{where}: reproduce.{key} is missing")
+    rows = block.get("rows") or []
+    if isinstance(rows, str) or not all(isinstance(row, str) for row in rows):
+        raise ConfigError(f"{where}: reproduce.rows must be a list of config keys, got {rows!r}")
+    columns = []
+    for title, value in block["columns"].items():
+        if isinstance(value, str):
+            columns.append(Column(str(title), value))
+        elif isinstance(value, Mapping) and isinstance(value.get("metric"), str):
+            columns.append(Column(str(title), value["metric"], {k: v for k, v in value.items() if k != "metric"}))
+        else:
+            raise ConfigError(
+                f"{where}: reproduce.columns.{title} must be a metric name or {{metric: NAME, <param>: value}}"
+            )
+    select = None
+    if block.get("select") is not None:
+        choice = block["select"]
+        if not isinstance(choice, Mapping) or not isinstance(choice.get("metric"), str):
+            raise ConfigError(f"{where}: reproduce.select must be {{metric: NAME, mode: max|min}}")
+        select = Select(choice["metric"], choice.get("mode", "max"))
+        if select.mode not in SELECT_MODES:
+            raise ConfigError(f"{where}: reproduce.select.mode={select.mode!r} is not one of max, min")
+        if select.metric.startswith("test"):
+            # the paper chose on validation data; choosing on the test metric would overstate every cell
+            raise ConfigError(
+                f"{where}: reproduce.select.metric={select.metric} is a test metric: select on validation"
+            )
+    titles = {column.title for column in columns}
+    paper = [dict(entry) for entry in block.get("paper") or []]
+    for number, entry in enumerate(paper, 1):
+        absent = [key for key in rows if key not in entry]
+        unknown = [key for key in entry if key not in rows and key not in titles]
+        if absent or unknown:
+            problem = f"lacks the row keys {absent}" if absent else f"has {unknown}, neither row keys nor column titles"
+            raise ConfigError(f"{where}: reproduce.paper entry {number} {problem}")
+        for title in titles & set(entry):
+            value = entry[title]
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+                raise ConfigError(f"{where}: reproduce.paper entry {number}: {title}={value!r} is not a number")
+    quick = block.get("quick")
+    if quick is not None and not isinstance(quick, Mapping):
+        raise ConfigError(f"{where}: reproduce.quick must be {{params: {{...}}, overrides: [...]}}")
+    return Spec(
+        str(block["table"]),
+        str(block.get("caption", "")),
+        list(rows),
+        columns,
+        select,
+        paper,
+        dict(quick) if quick is not None else None,
+    )
+
+
+def check_cells(plan: Plan) -> None:
+    """Every cell must be one grid point, unless the file says how to choose one (select)."""
+    keys = set().union(*(job.flat for job in plan.jobs)) if plan.jobs else set()
+    for key in [*plan.spec.rows, *(k for column in plan.spec.columns for k in column.where)]:
+        if key not in keys:
+            raise ConfigError(
+                f"{plan.path.name}: {key!r} (in reproduce.rows or columns) is not a config key of its runs"
+            )
+    if plan.spec.select is not None:
+        return
+    for column in plan.spec.columns:
+        cells: dict[tuple, set[str]] = {}
+        for job in plan.jobs:
+            if matches(job.flat, column.where):
+                cells.setdefault(plan.row_key(job), set()).add(job.point)
+        for row, points in cells.items():
+            if len(points) > 1:
+                label = ", ".join(f"{key}={value}" for key, value in zip(plan.spec.rows, row, strict=True))
+                raise ConfigError(
+                    f"{plan.path.name}: the cell ({label or 'all'}; {column.title}) holds {len(points)} grid points: "
+                    "add the swept keys to reproduce.rows or a column filter, or a reproduce.select"
+                )
+
+
+def matches(flat: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
+    """Whether a run's flattened config has the values `where` asks for."""
+    return all(key in flat and same_value(flat[key], value) for key, value in where.items())
+
+
+def same_value(ours: Any, theirs: Any) -> bool:
+    """Config values as YAML gives them: 1 matches 1.0, `true` matches True, anything else by its text."""
+    if isinstance(ours, bool) or isinstance(theirs, bool):
+        return ours is theirs or str(ours).lower() == str(theirs).lower()
+    if isinstance(ours, int | float) and isinstance(theirs, int | float):
+        return float(ours) == float(theirs)
+    return str(ours) == str(theirs)
+
+
+class _Composer:
+    """Composes job configs of one primary config; configs that differ only in plain values share a composition.
+
+    Hydra composes a config from its defaults list (the config-group choices) and then applies every other
+    override as a value (ConfigLoaderImpl._apply_overrides_to_config). Doing the same here, once per set of
+    group choices, turns a few hundred ~0.2 s compositions of a large grid into a handful; a job whose value
+    overrides cannot be applied that way is composed in full, so the result is always Hydra's.
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+        self._search = f"hydra.searchpath=[{PACKAGED_CONFIGS}]"
+        try:
+            full = compose(config_name=name, overrides=[self._search], return_hydra_config=True)
+        except (HydraException, OmegaConfBaseException) as error:
+            raise ConfigError(f"{name}.yaml: {str(error).splitlines()[0]}") from None
+        self.sweep: dict[str, Any] = OmegaConf.to_container(full.hydra.sweeper.get("params") or {}, resolve=False)
+        self.reproduce = OmegaConf.to_container(full.reproduce, resolve=True) if "reproduce" in full else None
+        self._groups = set(full.hydra.runtime.choices.keys())
+        self._bases: dict[tuple[str, ...], DictConfig] = {}
+        self._parser = OverridesParser.create()
+
+    def _is_value(self, override: Override) -> bool:
+        plain = override.package is None and not (override.is_add() or override.is_force_add() or override.is_delete())
+        key = override.key_or_group
+        return plain and key not in self._groups and not key.startswith("hydra.") and key != "hydra"
+
+    def job(self, overrides: Sequence[str]) -> DictConfig:
+        parsed = self._parser.parse_overrides(list(overrides))
+        values = [override for override in parsed if self._is_value(override)]
+        structure = tuple(override.input_line for override in parsed if not self._is_value(override))
+        try:
+            if structure not in self._bases:
+                self._bases[structure] = self._compose(list(structure))
+            config = copy.deepcopy(self._bases[structure])
+            ConfigLoaderImpl._apply_overrides_to_config(values, config)
+            return config
+        except (HydraException, OmegaConfBaseException):
+            return self._compose(list(overrides))
+
+    def _compose(self, overrides: list[str]) -> DictConfig:
+        try:
+            return compose(config_name=self.name, overrides=[self._search, *overrides])
+        except (HydraException, OmegaConfBaseException) as error:
+            raise ConfigError(f"{self.name}.yaml with {' '.join(overrides)}: {str(error).splitlines()[0]}") from None
+
+
+def _expand(arguments: list[str], where: str) -> list[list[str]]:
+    """Hydra's basic sweeper: the cross product of the sweeps, one override list per job, first key slowest."""
+    try:
+        parsed = OverridesParser.create().parse_overrides(arguments)
+        [batches] = BasicSweeper.split_arguments(parsed, None)
+    except HydraException as error:
+        raise ConfigError(f"{where}: {str(error).splitlines()[0]}") from None
+    return batches
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0]
+
+
+def _varying_keys(batches: list[list[str]]) -> list[str]:
+    values: dict[str, set[str]] = {}
+    for batch in batches:
+        for override in batch:
+            values.setdefault(_key(override), set()).add(override)
+    return [key for key, seen in values.items() if len(seen) > 1]
+
+
+def _quote(argument: str) -> str:
+    return f"'{argument}'" if any(char in argument for char in " ()[]{}'\"") else argument

@@ -1,0 +1,473 @@
+"""The paper's tables from MLflow runs: the paper's value, ours (mean ± std over seeds, n) and the difference.
+
+A table's runs are found by identity, never by name or by sweep: the plan (igel_exp.plan) says which configs
+make the table, and a run belongs to it when its `igel.config_hash` tag is one of theirs, whichever command
+made it (igel-run, igel-run -m, igel-reproduce). Of several FINISHED runs of one config the latest counts,
+so a seed is counted once. Runs that differ only in their seed form a grid point, whose metrics are averaged;
+where the file has `select`, each cell reports the grid point with the best mean of the validation metric it
+names. This module aggregates what the runs logged; it computes no metric of its own.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+from mlflow.entities import ViewType
+from mlflow.tracking import MlflowClient
+
+from igel_exp.identity import HASH_TAG, NOT_IDENTITY
+from igel_exp.plan import Column, Job, Plan, matches, same_value
+
+FORMATS = ("markdown", "csv", "html")
+SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html"}
+MISSING_SHOWN = 12  # missing runs listed per reason; the rest are counted
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """What the report needs of an MLflow run."""
+
+    run_id: str
+    status: str
+    start_time: int
+    hash: str
+    metrics: Mapping[str, float]
+    error: str | None = None
+    params: Mapping[str, str] = field(default_factory=dict)  # the flattened config, as MLflow keeps it (strings)
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """A metric over the seeds of one grid point: mean, sample standard deviation (None for one run), n."""
+
+    mean: float
+    std: float | None
+    n: int
+
+
+@dataclass
+class Cell:
+    paper: float | None
+    ours: Aggregate | None
+    chosen: str | None = None  # the grid point `select` chose, as its overrides
+
+    @property
+    def diff(self) -> float | None:
+        if self.paper is None or self.ours is None:
+            return None
+        return self.ours.mean - self.paper
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A planned run without a FINISHED run in the store, and why, as far as the store knows."""
+
+    shown: str
+    reason: str
+
+
+@dataclass
+class Table:
+    plan: Plan
+    rows: list[tuple]
+    cells: dict[tuple[int, str], Cell]
+    missing: list[Missing]
+    planned: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+
+def store_exists(uri: str) -> bool:
+    """Whether a local store is there (reading must not create an empty one); remote stores are assumed."""
+    parsed = urlparse(uri)
+    if parsed.scheme == "sqlite":
+        path = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else parsed.path
+        return path == ":memory:" or Path(path).exists()
+    if parsed.scheme in ("", "file"):
+        return Path(parsed.path if parsed.scheme else uri).exists()
+    return True
+
+
+def load_runs(uri: str, experiments: Iterable[str]) -> list[StoredRun]:
+    """The active runs (any status) of the MLflow experiments that carry an identity tag."""
+    if not store_exists(uri):
+        return []
+    client = MlflowClient(tracking_uri=uri)
+    ids = [found.experiment_id for name in experiments if (found := client.get_experiment_by_name(name))]
+    runs: list[StoredRun] = []
+    token = None
+    while ids:
+        page = client.search_runs(ids, run_view_type=ViewType.ACTIVE_ONLY, max_results=10000, page_token=token)
+        for run in page:
+            identity = run.data.tags.get(HASH_TAG)
+            if identity:
+                runs.append(
+                    StoredRun(
+                        run.info.run_id,
+                        run.info.status,
+                        run.info.start_time or 0,
+                        identity,
+                        dict(run.data.metrics),
+                        run.data.tags.get("error"),
+                        dict(run.data.params),
+                    )
+                )
+        token = page.token
+        if not token:
+            break
+    return runs
+
+
+def finished_by_hash(runs: Iterable[StoredRun]) -> dict[str, StoredRun]:
+    """The latest FINISHED run of each identity."""
+    latest: dict[str, StoredRun] = {}
+    for run in runs:
+        if run.status == "FINISHED" and (run.hash not in latest or run.start_time > latest[run.hash].start_time):
+            latest[run.hash] = run
+    return latest
+
+
+def aggregate(values: Iterable[float]) -> Aggregate | None:
+    """Mean, sample std (ddof=1; None for a single value) and count of the finite values; None if there are none."""
+    finite = [float(value) for value in values if value is not None and math.isfinite(value)]
+    if not finite:
+        return None
+    mean = sum(finite) / len(finite)
+    std = math.sqrt(sum((value - mean) ** 2 for value in finite) / (len(finite) - 1)) if len(finite) > 1 else None
+    return Aggregate(mean, std, len(finite))
+
+
+def point_metric(jobs: Sequence[Job], finished: Mapping[str, StoredRun], metric: str) -> Aggregate | None:
+    """A metric of one grid point, over the seeds that have a FINISHED run."""
+    return aggregate(finished[job.hash].metrics.get(metric, math.nan) for job in jobs if job.hash in finished)
+
+
+def best_point(
+    points: Mapping[str, Sequence[Job]], finished: Mapping[str, StoredRun], metric: str, mode: str
+) -> str | None:
+    """The grid point whose seeds' mean of `metric` is the highest (mode max) or lowest (min); None if none has it."""
+    scored = {point: point_metric(jobs, finished, metric) for point, jobs in points.items()}
+    scored = {point: value.mean for point, value in scored.items() if value is not None}
+    if not scored:
+        return None
+    choose = max if mode == "max" else min
+    return choose(scored, key=scored.__getitem__)
+
+
+def build_table(plan: Plan, runs: Iterable[StoredRun], notes: Sequence[str] = ()) -> Table:
+    """The plan's table from the store's runs: paper, ours and Δ per cell; the planned runs that are missing."""
+    runs = list(runs)
+    finished = finished_by_hash(runs)
+    spec = plan.spec
+    rows = _row_order(plan)
+    cells: dict[tuple[int, str], Cell] = {}
+    for index, row in enumerate(rows):
+        paper_row = next((entry for entry in spec.paper if _same_row(plan, entry, row)), {})
+        in_row = [job for job in plan.jobs if _same_key(plan.row_key(job), row)]
+        for column in spec.columns:
+            points: dict[str, list[Job]] = {}
+            for job in in_row:
+                if matches(job.flat, column.where):
+                    points.setdefault(job.point, []).append(job)
+            chosen = None
+            if spec.select is not None:
+                chosen = best_point(points, finished, spec.select.metric, spec.select.mode)
+            elif points:
+                [chosen] = points  # plan.check_cells: one grid point per cell
+            ours = point_metric(points[chosen], finished, column.metric) if chosen else None
+            described = _describe(plan, column, points[chosen][0]) if chosen and spec.select is not None else None
+            paper = paper_row.get(column.title)
+            cells[index, column.title] = Cell(float(paper) if paper is not None else None, ours, described)
+    outside = [entry for entry in spec.paper if not any(_same_row(plan, entry, row) for row in rows)]
+    notes = list(notes)
+    if outside:
+        labels = [_row_label(plan, tuple(entry[key] for key in spec.rows)) for entry in outside]
+        more = f"; … and {len(labels) - MISSING_SHOWN} more" if len(labels) > MISSING_SHOWN else ""
+        notes.append(f"paper rows that this profile's sweep does not run: {'; '.join(labels[:MISSING_SHOWN])}{more}")
+    return Table(plan, rows, cells, _missing(plan, runs, finished), len(plan.jobs), notes)
+
+
+def _row_order(plan: Plan) -> list[tuple]:
+    """The paper's rows in the paper's order, then the sweep's other rows in sweep order."""
+    planned: list[tuple] = []
+    for job in plan.jobs:
+        key = plan.row_key(job)
+        if not any(_same_key(key, seen) for seen in planned):
+            planned.append(key)
+    ordered = [row for entry in plan.spec.paper for row in planned if _same_row(plan, entry, row)]
+    return ordered + [row for row in planned if not any(_same_key(row, seen) for seen in ordered)]
+
+
+def _same_key(ours: tuple, theirs: tuple) -> bool:
+    return len(ours) == len(theirs) and all(same_value(a, b) for a, b in zip(ours, theirs, strict=True))
+
+
+def _same_row(plan: Plan, entry: Mapping, row: tuple) -> bool:
+    return _same_key(tuple(entry.get(key) for key in plan.spec.rows), row)
+
+
+def _describe(plan: Plan, column: Column, job: Job) -> str:
+    """A chosen grid point as the overrides that set it apart within its cell."""
+    fixed = {"seed", *plan.spec.rows, *column.where}
+    return " ".join(item for item in job.shown.split() if item.split("=", 1)[0] not in fixed)
+
+
+def _missing(plan: Plan, runs: list[StoredRun], finished: Mapping[str, StoredRun]) -> list[Missing]:
+    latest: dict[str, StoredRun] = {}
+    for run in runs:
+        if run.hash not in latest or run.start_time > latest[run.hash].start_time:
+            latest[run.hash] = run
+    # a finished run with the job's swept values and row keys but another identity is this job under settings that
+    # have changed since (a config default, a specialise/ file): say so, or the table looks merely unrun
+    planned = {job.hash for job in plan.jobs}
+    others = [run for run in runs if run.status == "FINISHED" and run.hash not in planned]
+    fixed = [*plan.spec.rows, *(key for column in plan.spec.columns for key in column.where)]
+    missing = []
+    for job in plan.jobs:
+        if job.hash in finished:
+            continue
+        attempt = latest.get(job.hash)
+        keys = [*fixed, *(key for key in (item.split("=", 1)[0] for item in job.overrides) if key in job.flat)]
+        stale = [run for run in others if all(run.params.get(key) == str(job.flat.get(key)) for key in keys)]
+        if attempt is None and stale:
+            changed = _changed_keys(job, max(stale, key=lambda run: run.start_time))
+            listed = ", ".join(changed[:4]) + (", …" if len(changed) > 4 else "")
+            reason = f"not run with the current config (a finished run of it has other {listed})"
+        elif attempt is None:
+            reason = "not run"
+        elif attempt.status == "RUNNING":
+            reason = "running (or its process was killed)"
+        else:
+            error = attempt.error.splitlines()[0] if attempt.error else "no error recorded"
+            reason = f"{attempt.status.lower()} ({error})"
+        missing.append(Missing(job.shown or "(the only job)", reason))
+    return missing
+
+
+def _changed_keys(job: Job, run: StoredRun) -> list[str]:
+    """The identity keys whose value in `run` differs from the job's."""
+
+    def counts(key: str) -> bool:
+        return not any(key == skip or key.startswith(f"{skip}.") for skip in NOT_IDENTITY)
+
+    keys = sorted({*job.flat, *run.params})
+    return [
+        key for key in keys if counts(key) and run.params.get(key) != (str(job.flat[key]) if key in job.flat else None)
+    ]
+
+
+# Rendering
+
+
+def render(tables: Sequence[Table], fmt: str) -> str:
+    """The tables as one Markdown, CSV (one line per cell) or HTML document."""
+    if fmt == "markdown":
+        return "\n\n".join(markdown(table) for table in tables) + "\n"
+    if fmt == "csv":
+        return to_csv(tables)
+    if fmt == "html":
+        body = "\n".join(to_html(table) for table in tables)
+        head = '<head><meta charset="utf-8"><title>IGEL tables</title></head>'
+        return f"<!doctype html>\n<html>{head}<body>\n{body}\n</body></html>\n"
+    raise ValueError(f"unknown format {fmt!r}")
+
+
+def title(table: Table) -> str:
+    plan = table.plan
+    profile = " — quick profile" if plan.profile == "quick" else ""
+    return f"{plan.spec.table} ({plan.name}){profile}"
+
+
+def explanation(table: Table) -> list[str]:
+    """The lines under a table's title: caption, profile, how cells are computed."""
+    plan, spec = table.plan, table.plan.spec
+    lines = [f"{spec.caption} — experiments/{plan.path.name}" if spec.caption else f"experiments/{plan.path.name}"]
+    if plan.profile == "quick":
+        quick = spec.quick or {}
+        changes = [f"{key}={value}" for key, value in (quick.get("params") or {}).items()]
+        changes += [str(item) for item in quick.get("overrides") or []]
+        lines.append(
+            f"Quick profile ({', '.join(changes) or 'as the full sweep'}): a cut-down sweep, not the paper's protocol."
+        )
+    how = "Ours: mean ± std over seeds (n runs); Δ = ours − paper."
+    if spec.select is not None:
+        how += (
+            f" Each cell is the grid point with the best mean {spec.select.metric} ({spec.select.mode}) over its seeds."
+        )
+    lines.append(how)
+    return lines
+
+
+def display_header(table: Table) -> list[str]:
+    header = list(table.plan.spec.rows)
+    for column in table.plan.spec.columns:
+        if _has_paper(table, column):
+            header += [f"{column.title} paper", f"{column.title} ours", f"{column.title} Δ"]
+        else:
+            header.append(f"{column.title} ours")
+    if table.plan.spec.select is not None:
+        header.append("chosen")
+    return header
+
+
+def display_rows(table: Table) -> list[list[str]]:
+    lines = []
+    for index, row in enumerate(table.rows):
+        line = [_value(value) for value in row]
+        chosen = []
+        for column in table.plan.spec.columns:
+            cell = table.cells[index, column.title]
+            if _has_paper(table, column):
+                line += [_number(cell.paper), _ours(cell.ours), _number(cell.diff, signed=True)]
+            else:
+                line.append(_ours(cell.ours))
+            if cell.chosen is not None and cell.chosen not in chosen:
+                chosen.append(cell.chosen)
+        if table.plan.spec.select is not None:
+            line.append(" | ".join(chosen) or "—")
+        lines.append(line)
+    return lines
+
+
+def missing_lines(table: Table) -> list[str]:
+    """'Missing k of n runs' and the runs, grouped by reason."""
+    if not table.missing:
+        return []
+    profile = " --profile quick" if table.plan.profile == "quick" else ""
+    lines = [
+        f"Missing {len(table.missing)} of {table.planned} runs (`igel-reproduce {table.plan.name}{profile}` runs them):"
+    ]
+    by_reason: dict[str, list[str]] = {}
+    for item in table.missing:
+        by_reason.setdefault(item.reason, []).append(item.shown)
+    for reason, shown in by_reason.items():
+        more = f"; … and {len(shown) - MISSING_SHOWN} more" if len(shown) > MISSING_SHOWN else ""
+        lines.append(f"- {len(shown)} {reason}: {'; '.join(shown[:MISSING_SHOWN])}{more}")
+    return lines
+
+
+def markdown(table: Table) -> str:
+    header = display_header(table)
+    align = ["---" if index < len(table.plan.spec.rows) else "---:" for index in range(len(header))]
+    if table.plan.spec.select is not None:
+        align[-1] = "---"
+    lines = [f"### {title(table)}", "", *explanation(table), ""]
+    lines += [_md_line(header), _md_line(align), *(_md_line(row) for row in display_rows(table))]
+    if not table.rows:
+        lines.append("(no rows: the sweep is empty)")
+    extra = missing_lines(table) + [f"Note: {note}" for note in table.notes]
+    if extra:
+        lines += ["", *extra]
+    return "\n".join(lines)
+
+
+def to_html(table: Table) -> str:
+    escape = html.escape
+    parts = [f"<h3>{escape(title(table))}</h3>"]
+    parts += [f"<p>{escape(line)}</p>" for line in explanation(table)]
+    parts.append("<table>")
+    parts.append("<tr>" + "".join(f"<th>{escape(cell)}</th>" for cell in display_header(table)) + "</tr>")
+    for row in display_rows(table):
+        parts.append("<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>")
+    parts.append("</table>")
+    missing = missing_lines(table)
+    if missing:
+        parts.append(f"<p>{escape(missing[0])}</p><ul>")
+        parts += [f"<li>{escape(line[2:])}</li>" for line in missing[1:]]
+        parts.append("</ul>")
+    parts += [f"<p>Note: {escape(note)}</p>" for note in table.notes]
+    return "\n".join(parts)
+
+
+CSV_FIELDS = [
+    "table",
+    "file",
+    "profile",
+    "row",
+    "column",
+    "metric",
+    "paper",
+    "mean",
+    "std",
+    "n",
+    "diff",
+    "chosen",
+    "missing_runs",
+    "planned_runs",
+]
+
+
+def to_csv(tables: Sequence[Table]) -> str:
+    """One line per cell, numbers unformatted (GraphGym's agg/ shape), every table in one file."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for table in tables:
+        plan = table.plan
+        for index, row in enumerate(table.rows):
+            for column in plan.spec.columns:
+                cell = table.cells[index, column.title]
+                writer.writerow(
+                    {
+                        "table": plan.spec.table,
+                        "file": plan.name,
+                        "profile": plan.profile,
+                        "row": _row_label(plan, row),
+                        "column": column.title,
+                        "metric": column.metric,
+                        "paper": _raw(cell.paper),
+                        "mean": _raw(cell.ours.mean if cell.ours else None),
+                        "std": _raw(cell.ours.std if cell.ours else None),
+                        "n": cell.ours.n if cell.ours else 0,
+                        "diff": _raw(cell.diff),
+                        "chosen": cell.chosen or "",
+                        "missing_runs": len(table.missing),
+                        "planned_runs": table.planned,
+                    }
+                )
+    return out.getvalue()
+
+
+def _has_paper(table: Table, column: Column) -> bool:
+    return any(table.cells[index, column.title].paper is not None for index in range(len(table.rows)))
+
+
+def _row_label(plan: Plan, row: tuple) -> str:
+    return ", ".join(f"{key}={_value(value)}" for key, value in zip(plan.spec.rows, row, strict=True)) or "all"
+
+
+def _value(value: object) -> str:
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _number(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "—"
+    size = abs(value)
+    digits = 3 if size < 10 else 2 if size < 100 else 1
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def _ours(value: Aggregate | None) -> str:
+    if value is None:
+        return "—"
+    spread = f" ± {_number(value.std)}" if value.std is not None else ""
+    return f"{_number(value.mean)}{spread} (n={value.n})"
+
+
+def _raw(value: float | None) -> str:
+    return "" if value is None else repr(float(value))
+
+
+def _md_line(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"

@@ -1,0 +1,330 @@
+"""igel-reproduce and igel-report: run the missing jobs of the paper's tables, then print the tables.
+
+A job is skipped when its identity (igel_exp.identity, the `igel.config_hash` tag) already has a FINISHED run
+in the store, whoever made it: a second igel-reproduce does no work, and an interrupted one loses only the
+job it was running (that run ends FAILED, or stays RUNNING if the process was killed; both count as missing).
+
+Jobs run one after the other in this process through `pipelines.run`, the code path of `igel-run` and of
+`igel-run -m` with Hydra's basic launcher: a fresh process per job would cost every job the imports of torch,
+MLflow and igraph (seconds each on a busy laptop), more than a quick job itself. Memory is the trade-off:
+`--isolate` runs each job in a fresh process instead (igel_exp.pipelines.isolation), and the scalability
+experiment isolates its jobs anyway (task.isolate). For parallel or cluster launchers, run the sweep with
+`igel-run -m ... hydra/launcher=joblib` (the plan's command, `--dry-run` prints it): its runs are recognised.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import mlflow
+from mlflow.entities import RunStatus
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from igel_exp.errors import ConfigError, DataError, IgelError
+from igel_exp.plan import PROFILES, Job, Plan, default_experiments_dir, load_plan, table_files
+from igel_exp.reporting import FORMATS, SUFFIXES, StoredRun, Table, build_table, finished_by_hash, load_runs, render
+from igel_exp.tracking import PARENT_RUN_ENV, SWEEP_TAG, tracking_uri
+
+log = logging.getLogger(__name__)
+
+REPRODUCE_TAG = "igel.reproduce"  # on the parent run of each igel-reproduce invocation: "<table> (<profile>)"
+Runner = Callable[[DictConfig], dict]
+
+
+@dataclass
+class Outcome:
+    """What igel-reproduce did for one plan."""
+
+    finished_before: int = 0
+    ran: int = 0
+    failed: list[str] = field(default_factory=list)  # "<job>: <error>"
+    data_missing: list[str] = field(default_factory=list)  # one line per dataset whose files are absent
+    not_attempted: int = 0  # jobs skipped because their dataset is missing
+
+    def notes(self) -> list[str]:
+        """Lines for the table; the data errors themselves are in its missing runs (their runs are FAILED)."""
+        if not self.not_attempted:
+            return []
+        return [f"{self.not_attempted} runs on data that another run found missing were not attempted"]
+
+
+def in_process(config: DictConfig) -> dict:
+    from igel_exp import pipelines  # not at the top: igel-report must not import torch
+
+    return pipelines.run(config)
+
+
+def isolated(config: DictConfig) -> dict:
+    from igel_exp.pipelines.isolation import run_isolated
+
+    return run_isolated(config)
+
+
+def run_plan(plan: Plan, uri: str, runner: Runner = in_process) -> Outcome:
+    """Run the plan's jobs that have no FINISHED run in the store at `uri`, one after the other.
+
+    A job that fails for want of data skips the other jobs of the same dataset (they would fail alike); any
+    other failure is recorded and the next job runs. KeyboardInterrupt stops at once: rerun to resume.
+    """
+    done = finished_by_hash(load_runs(uri, plan.experiments))
+    todo = [job for job in plan.jobs if job.hash not in done]
+    outcome = Outcome(finished_before=len(plan.jobs) - len(todo))
+    log.info(
+        "%s (%s profile): %d of %d runs finished, %d to run",
+        plan.name,
+        plan.profile,
+        outcome.finished_before,
+        len(plan.jobs),
+        len(todo),
+    )
+    if not todo:
+        return outcome
+    parents = _Parents(plan, uri)
+    absent: dict[str, str] = {}  # a dataset section that raised DataError -> its message
+    try:
+        for number, job in enumerate(todo, 1):
+            dataset = OmegaConf.to_yaml(job.config.get("dataset", {}), resolve=True)
+            if dataset in absent:
+                outcome.not_attempted += 1
+                continue
+            log.info("%s [%d/%d] %s", plan.name, number, len(todo), job.shown or "(the only job)")
+            config = _with_store(job, uri)
+            os.environ[PARENT_RUN_ENV] = parents.for_experiment(str(config.name))
+            try:
+                runner(config)
+                outcome.ran += 1
+            except DataError as error:
+                message = str(error).splitlines()[0]
+                absent[dataset] = message
+                outcome.data_missing.append(message)
+                log.error("%s: %s: data missing: %s", plan.name, job.shown, message)
+            except IgelError as error:
+                outcome.failed.append(f"{job.shown}: {type(error).__name__}: {str(error).splitlines()[0]}")
+                log.error("%s: %s failed: %s", plan.name, job.shown, error)
+            except Exception as error:  # a bug in one job must not cost the others; its run is FAILED
+                outcome.failed.append(f"{job.shown}: {type(error).__name__}: {error}")
+                log.exception("%s: %s failed", plan.name, job.shown)
+    except BaseException:
+        parents.end(RunStatus.KILLED)
+        raise
+    finally:
+        os.environ.pop(PARENT_RUN_ENV, None)
+    parents.end(RunStatus.FAILED if outcome.failed or outcome.data_missing else RunStatus.FINISHED)
+    return outcome
+
+
+class _Parents:
+    """One parent MLflow run per experiment the plan's jobs log to, created when its first job starts."""
+
+    def __init__(self, plan: Plan, uri: str):
+        self.plan, self.client, self.ids = plan, mlflow.MlflowClient(tracking_uri=uri), {}
+        self.uri = uri
+
+    def for_experiment(self, name: str) -> str:
+        if name not in self.ids:
+            mlflow.set_tracking_uri(self.uri)
+            experiment = mlflow.set_experiment(name)  # creates the store and the experiment before any job
+            command = f"igel-reproduce {self.plan.name} --profile {self.plan.profile}"
+            run = self.client.create_run(
+                experiment.experiment_id,
+                run_name=f"reproduce {self.plan.name} ({self.plan.profile}) {time.strftime('%Y-%m-%d %H:%M:%S')}",
+                tags={REPRODUCE_TAG: f"{self.plan.name} ({self.plan.profile})", "mlflow.note.content": command},
+            )
+            self.client.set_tag(run.info.run_id, SWEEP_TAG, run.info.run_id)
+            self.ids[name] = run.info.run_id
+        return self.ids[name]
+
+    def end(self, status: int) -> None:
+        for run_id in self.ids.values():
+            self.client.set_terminated(run_id, RunStatus.to_string(status))
+        self.ids = {}
+
+
+def _with_store(job: Job, uri: str) -> DictConfig:
+    """The job's config, logging to `uri` (tracking is not part of a run's identity)."""
+    config = copy.deepcopy(job.config)
+    with open_dict(config):
+        OmegaConf.update(config, "tracking.uri", uri, force_add=True)
+    return config
+
+
+# Command lines
+
+
+def _parser(prog: str, description: str, reproduce: bool) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument(
+        "items",
+        nargs="*",
+        metavar="TABLE|all | KEY=VALUE",
+        help="experiments/ files by name (or a paper table's label), or all"
+        + ("" if reproduce else " (the default)")
+        + "; then Hydra overrides for every job, e.g. threads=1 or dataset=facebook,astroph",
+    )
+    parser.add_argument("--profile", choices=PROFILES, default="full", help="quick: the file's reproduce.quick profile")
+    parser.add_argument(
+        "--format", choices=FORMATS, help="output format (default: from --output's suffix, else markdown)"
+    )
+    parser.add_argument("--output", "-o", type=Path, help="write the tables to this file instead of stdout")
+    parser.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    parser.add_argument("--experiments", type=Path, help="folder of the reproduction files (default: ./experiments)")
+    if reproduce:
+        parser.add_argument("--isolate", action="store_true", help="run every job in a fresh process")
+        parser.add_argument("--dry-run", action="store_true", help="list the jobs that would run; run nothing")
+    return parser
+
+
+def _split(items: Sequence[str]) -> tuple[list[str], list[str]]:
+    return [item for item in items if "=" not in item], [item for item in items if "=" in item]
+
+
+def _store(arguments: argparse.Namespace, overrides: list[str]) -> str:
+    """--tracking-uri, else a tracking.uri= override, else igel-run's default."""
+    given = [item.split("=", 1)[1] for item in overrides if item.startswith("tracking.uri=")]
+    return tracking_uri(arguments.tracking_uri or (given[-1] if given else None))
+
+
+def _plans(arguments: argparse.Namespace, tables: list[str], overrides: list[str], errors: list[str]) -> list[Plan]:
+    folder = arguments.experiments or default_experiments_dir()
+    plans = []
+    for path in table_files(folder, tables):
+        try:
+            plans.append(load_plan(path, arguments.profile, overrides))
+        except ConfigError as error:  # one malformed file does not hide the other tables
+            errors.append(f"{path.stem}: {error}")
+    return plans
+
+
+def _write(tables: list[Table], arguments: argparse.Namespace) -> None:
+    fmt = (
+        arguments.format or (SUFFIXES.get(arguments.output.suffix.lower()) if arguments.output else None) or "markdown"
+    )
+    text = render(tables, fmt)
+    if arguments.output:
+        arguments.output.parent.mkdir(parents=True, exist_ok=True)
+        arguments.output.write_text(text)
+        print(f"wrote {len(tables)} tables to {arguments.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+
+
+class _RunCache:
+    """The store's runs per MLflow experiment, read once for all the tables that share it."""
+
+    def __init__(self, uri: str):
+        self.uri, self.runs = uri, {}
+
+    def __call__(self, plan: Plan) -> list[StoredRun]:
+        for name in plan.experiments:
+            if name not in self.runs:
+                self.runs[name] = load_runs(self.uri, [name])
+        return [run for name in plan.experiments for run in self.runs[name]]
+
+
+def _fail(prog: str, messages: list[str]) -> int:
+    for message in messages:
+        print(f"{prog}: error: {message}", file=sys.stderr)
+    return 1 if messages else 0
+
+
+def report_main(argv: Sequence[str] | None = None) -> int:
+    """igel-report: the paper's tables from the runs in an MLflow store."""
+    arguments = _parser(
+        "igel-report",
+        "Print the paper's tables (paper, ours = mean ± std over seeds, Δ) from the runs in an MLflow store.",
+        reproduce=False,
+    ).parse_intermixed_args(argv)
+    tables, overrides = _split(arguments.items)
+    errors: list[str] = []
+    try:
+        uri = _store(arguments, overrides)
+        plans = _plans(arguments, tables or ["all"], overrides, errors)
+        runs = _RunCache(uri)
+        _write([build_table(plan, runs(plan)) for plan in plans], arguments)
+    except IgelError as error:
+        errors.append(str(error).splitlines()[0])
+    return _fail("igel-report", errors)
+
+
+def reproduce_main(argv: Sequence[str] | None = None) -> int:
+    """igel-reproduce: run the jobs of the tables' sweeps that the store lacks, then print the tables."""
+    arguments = _parser(
+        "igel-reproduce",
+        "Run the missing jobs of the paper's tables (skipping configs that already have a FINISHED run in the"
+        " MLflow store), then print the tables. Interrupt and rerun at will: nothing finished is repeated.",
+        reproduce=True,
+    ).parse_intermixed_args(argv)
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
+    tables, overrides = _split(arguments.items)
+    if not tables:  # the full sweeps of every table take days: running them must be asked for by name
+        print("igel-reproduce: error: name the tables to reproduce, or all", file=sys.stderr)
+        return 2
+    errors: list[str] = []
+    try:
+        uri = _store(arguments, overrides)
+        plans = _plans(arguments, tables, overrides, errors)
+        if arguments.dry_run:
+            for plan in plans:
+                done = finished_by_hash(load_runs(uri, plan.experiments))
+                todo = [job for job in plan.jobs if job.hash not in done]
+                print(
+                    f"{plan.name} ({plan.profile}): {len(todo)} of {len(plan.jobs)} runs to do; sweep: {plan.command}"
+                )
+                for job in todo:
+                    print(f"  {job.shown or '(the only job)'}")
+            return _fail("igel-reproduce", errors)
+        runner = isolated if arguments.isolate else in_process
+        outcomes = {}
+        for plan in plans:
+            try:
+                with _sigterm_interrupts():
+                    outcomes[plan.name] = run_plan(plan, uri, runner)
+            except KeyboardInterrupt:
+                print(f"igel-reproduce: interrupted in {plan.name}; rerun the same command to resume", file=sys.stderr)
+                return 130
+        for name, outcome in outcomes.items():
+            errors += [f"{name}: {failure}" for failure in outcome.failed]
+            for message in outcome.data_missing:
+                print(f"igel-reproduce: {name}: data missing: {message}", file=sys.stderr)
+        runs = _RunCache(uri)  # read after the jobs: they added runs
+        _write([build_table(plan, runs(plan), outcomes[plan.name].notes()) for plan in plans], arguments)
+    except IgelError as error:
+        errors.append(str(error).splitlines()[0])
+    return _fail("igel-reproduce", errors)
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (kill, Slurm's time limit) stops the jobs as Ctrl-C does: the run in progress ends FAILED instead of
+    staying RUNNING. Only the main thread may set signal handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def report() -> None:
+    sys.exit(report_main())
+
+
+def reproduce() -> None:
+    sys.exit(reproduce_main())

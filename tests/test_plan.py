@@ -1,0 +1,98 @@
+"""The reproduction plan: experiments/ files expanded into jobs as `igel-run -m` would run them."""
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from igel_exp.errors import ConfigError
+from igel_exp.identity import config_hash
+from igel_exp.plan import load_plan, table_files
+
+from conftest import REPO, TINY_QUICK
+
+TABLE = {"table": "Tiny", "rows": ["encoder.distance"], "columns": {"PageRank": "spearman_pagerank"}}
+
+
+def test_the_sweep_expands_as_hydra_basic_sweeper_does(experiments_dir):
+    quick = {"params": {"seed": "range(2)", "trainer.dim": "4"}, "overrides": ["trainer.epochs=1"]}
+    path = experiments_dir("grid", {"encoder.distance": "1,2,3", "seed": "range(3)"}, {**TABLE, "quick": quick})
+    full = load_plan(path, "full")
+    assert [(job.config.encoder.distance, job.config.seed) for job in full.jobs] == [
+        (distance, seed) for distance in (1, 2, 3) for seed in range(3)
+    ]
+    plan = load_plan(path, "quick")
+    # a replaced sweep param keeps its place (the first key still varies slowest); new ones come after
+    assert [(job.config.encoder.distance, job.config.seed) for job in plan.jobs] == [
+        (distance, seed) for distance in (1, 2, 3) for seed in range(2)
+    ]
+    assert {(job.config.trainer.dim, job.config.trainer.epochs) for job in plan.jobs} == {(4, 1)}
+    assert plan.jobs[0].shown == "encoder.distance=1 seed=0"
+    assert plan.command.endswith(
+        "--config-name grid encoder.distance=1,2,3 'seed=range(2)' trainer.dim=4 trainer.epochs=1"
+    )
+    assert len({job.hash for job in plan.jobs}) == 6 and len({job.point for job in plan.jobs}) == 3
+    narrowed = load_plan(path, "quick", ["encoder.distance=2", "trainer.lr=0.5"])
+    assert [(job.config.encoder.distance, job.config.seed, job.config.trainer.lr) for job in narrowed.jobs] == [
+        (2, 0, 0.5),
+        (2, 1, 0.5),
+    ]
+
+
+def test_jobs_are_the_configs_hydra_composes_and_igel_run_would_run(compose_config):
+    path = REPO / "experiments" / "link_prediction.yaml"
+    plan = load_plan(path, "quick")
+    assert {job.config.dataset.name for job in plan.jobs} == {"facebook", "astroph"}
+    with initialize_config_dir(config_dir=str(path.parent), version_base="1.3"):
+        for job in plan.jobs[::5]:
+            full = compose(config_name=path.stem, overrides=["hydra.searchpath=[pkg://igel_exp.conf]", *job.overrides])
+            assert full == job.config, job.overrides
+    # the same settings given to plain igel-run (no experiments/ file) are the same run
+    job = plan.jobs[-1]
+    plain = compose_config("experiment=link_prediction", *job.overrides)
+    assert config_hash(plain) == job.hash and job.config.encoder.name == "node2vec"
+
+
+def test_every_reproduction_file_expands_its_quick_profile():
+    for path in table_files(REPO / "experiments"):
+        plan = load_plan(path, "quick")
+        assert plan.jobs, path.name
+        assert all(plan.experiments), path.name
+
+
+def test_tables_are_chosen_by_file_name_paper_label_or_all(experiments_dir):
+    first = experiments_dir("first", {"seed": "0"}, {**TABLE, "table": "Alpha"})
+    second = experiments_dir("second", {"seed": "0"}, {**TABLE, "table": "Beta"})
+    folder = experiments_dir.folder
+    (folder / "notes.yaml").write_text("just: data\n")  # no reproduce: block, not a table
+    assert table_files(folder) == [first, second]
+    assert table_files(folder, ["second"]) == table_files(folder, ["beta"]) == [second]
+    with pytest.raises(ConfigError, match="no table 'gamma' in .*; valid tables: all, first, second$"):
+        table_files(folder, ["gamma"])
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"select": {"metric": "test_auc"}}, "select.metric=test_auc is a test metric: select on validation"),
+        ({"select": {"metric": "val_auc", "mode": "best"}}, "select.mode='best' is not one of max, min"),
+        ({"rows": []}, r"the cell \(all; PageRank\) holds 2 grid points"),
+        ({"rows": ["encoder.radius"]}, "'encoder.radius' .* is not a config key of its runs"),
+        ({"paper": [{"PageRank": 0.5}]}, r"paper entry 1 lacks the row keys \['encoder.distance'\]"),
+        ({"paper": [{"encoder.distance": 1, "Betweenness": 0.5}]}, "neither row keys nor column titles"),
+        ({"paper": [{"encoder.distance": 1, "PageRank": "high"}]}, "paper entry 1: PageRank='high' is not a number"),
+        ({"columns": {"PageRank": {"dataset.name": "x"}}}, "columns.PageRank must be a metric name"),
+        ({"quick": None}, "reproduce.quick is missing"),
+    ],
+)
+def test_malformed_reproduction_files_fail_with_one_line(experiments_dir, change, message):
+    path = experiments_dir("bad", {"encoder.distance": "1,2", "seed": "0"}, {**TABLE, **change})
+    with pytest.raises(ConfigError, match=message):
+        load_plan(path, "quick")
+
+
+def test_unknown_profile_and_broken_sweep_are_config_errors(experiments_dir):
+    path = experiments_dir("tiny", {"encoder.distance": "1,2"}, TABLE)
+    with pytest.raises(ConfigError, match="profile 'huge' is not one of full, quick"):
+        load_plan(path, "huge")
+    with pytest.raises(ConfigError, match="tiny.yaml"):
+        load_plan(path, "quick", ["encoder.nonsense=3"])
+    assert TINY_QUICK[0] in load_plan(path, "quick").jobs[0].overrides

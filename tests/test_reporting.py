@@ -1,0 +1,238 @@
+"""igel-report: runs made by hand in a real MLflow store, aggregated and rendered as the paper's tables."""
+
+import csv
+import io
+import math
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from igel_exp.identity import HASH_TAG
+from igel_exp.plan import load_plan
+from igel_exp.reporting import Aggregate, Missing, aggregate, build_table, load_runs
+from igel_exp.reproduce import report_main
+
+CORRELATIONS = {
+    "table": "Correlations",
+    "caption": "Spearman <rho> by distance",
+    "rows": ["encoder.distance"],
+    "columns": {"PageRank": "spearman_pagerank"},
+    "paper": [{"encoder.distance": 1, "PageRank": 0.5}],
+}
+GRID = {
+    "table": "Grid",
+    "rows": [],
+    "columns": {"Test": "test_score", "Validation": "val_score"},
+    "select": {"metric": "val_score", "mode": "max"},
+    "paper": [{"Test": 0.9}],
+}
+
+
+class Store:
+    """Runs logged with the identity of a plan's jobs, as tracked_run would tag them."""
+
+    def __init__(self, uri: str):
+        self.client = MlflowClient(uri)
+        self.ids: dict[str, str] = {}
+        self.clock = 1_000_000
+
+    def log(self, job, metrics: dict, status: str = "FINISHED", error: str | None = None, changed=None) -> str:
+        """A run of `job`; with `changed` ({key: value}), a run of it under other settings (another identity)."""
+        name = str(job.config.name)
+        if name not in self.ids:
+            found = self.client.get_experiment_by_name(name)
+            self.ids[name] = found.experiment_id if found else self.client.create_experiment(name)
+        self.clock += 1000  # start times in logging order: the latest run of a config is the one that counts
+        identity = job.hash if changed is None else "0" * 16
+        tags = {HASH_TAG: identity, **({"error": error} if error else {})}
+        run = self.client.create_run(self.ids[name], start_time=self.clock, tags=tags)
+        for key, value in metrics.items():
+            self.client.log_metric(run.info.run_id, key, value)
+        if changed is not None:
+            for key, value in {**job.flat, **changed}.items():
+                self.client.log_param(run.info.run_id, key, str(value))
+        self.client.set_terminated(run.info.run_id, status)
+        return run.info.run_id
+
+
+@pytest.fixture
+def correlations(experiments_dir, store_uri):
+    """A 2 × 3-seed plan with: distance 1 complete (plus an older duplicate of seed 0), distance 2 with one
+    finished seed, one failed seed and one never run, and a run of a config outside the plan."""
+    path = experiments_dir("correlations", {"encoder.distance": "1,2", "seed": "range(3)"}, CORRELATIONS)
+    plan = load_plan(path, "full")
+    store = Store(store_uri)
+    jobs = {(job.config.encoder.distance, job.config.seed): job for job in plan.jobs}
+    store.log(jobs[1, 0], {"spearman_pagerank": 100.0})  # superseded by the later run of the same config
+    for seed, value in enumerate([0.5, 0.7, 0.9]):
+        store.log(jobs[1, seed], {"spearman_pagerank": value})
+    store.log(jobs[2, 0], {}, status="FAILED", error="DataError: graph.txt is missing\nsecond line")
+    store.log(jobs[2, 1], {"spearman_pagerank": 0.3})
+    outside = load_plan(path, "quick").jobs[0]  # same distance and seed, other epochs: another config
+    store.log(outside, {"spearman_pagerank": 5.0})
+    return plan, store_uri
+
+
+def test_aggregate_is_mean_sample_std_and_count():
+    three = aggregate([0.5, 0.7, 0.9])
+    assert (three.mean, three.std, three.n) == pytest.approx((0.7, 0.2, 3))
+    assert aggregate([0.3, math.nan]) == Aggregate(0.3, None, 1)
+    assert aggregate([]) is None
+
+
+def test_seeds_of_a_config_are_aggregated_once_each(correlations):
+    plan, uri = correlations
+    table = build_table(plan, load_runs(uri, plan.experiments))
+    assert table.rows == [(1,), (2,)]
+    first, second = table.cells[0, "PageRank"], table.cells[1, "PageRank"]
+    assert (first.ours.mean, first.ours.std, first.ours.n) == pytest.approx((0.7, 0.2, 3))
+    assert first.paper == 0.5 and first.diff == pytest.approx(0.2)
+    assert second.ours == Aggregate(0.3, None, 1) and second.paper is None and second.diff is None
+
+
+def test_missing_runs_are_named_with_the_reason(correlations):
+    plan, uri = correlations
+    table = build_table(plan, load_runs(uri, plan.experiments))
+    assert [(item.shown, item.reason) for item in table.missing] == [
+        ("encoder.distance=2 seed=0", "failed (DataError: graph.txt is missing)"),
+        ("encoder.distance=2 seed=2", "not run"),
+    ]
+
+
+def test_runs_made_under_settings_that_have_changed_since_are_named(correlations):
+    plan, uri = correlations
+    stale = next(job for job in plan.jobs if (job.config.encoder.distance, job.config.seed) == (2, 2))
+    Store(uri).log(stale, {"spearman_pagerank": 0.1}, changed={"trainer.lr": 0.5, "threads": 7})
+    table = build_table(plan, load_runs(uri, plan.experiments))
+    assert table.missing[-1] == Missing(
+        "encoder.distance=2 seed=2", "not run with the current config (a finished run of it has other trainer.lr)"
+    )
+    assert table.cells[1, "PageRank"].ours.n == 1  # and it does not count
+
+
+def test_markdown_shows_paper_ours_and_difference_and_what_is_missing(correlations, capsys):
+    plan, uri = correlations
+    folder = plan.path.parent
+    assert report_main(["correlations", "--experiments", str(folder), "--tracking-uri", uri]) == 0
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    assert lines[0] == "### Correlations (correlations)"
+    assert "| encoder.distance | PageRank paper | PageRank ours | PageRank Δ |" in lines
+    assert "| 1 | 0.500 | 0.700 ± 0.200 (n=3) | +0.200 |" in lines
+    assert "| 2 | — | 0.300 (n=1) | — |" in lines
+    assert "Missing 2 of 6 runs (`igel-reproduce correlations` runs them):" in lines
+    assert "- 1 failed (DataError: graph.txt is missing): encoder.distance=2 seed=0" in lines
+    assert "- 1 not run: encoder.distance=2 seed=2" in lines
+
+
+def test_quick_profile_is_named_in_the_header(correlations, capsys):
+    plan, uri = correlations
+    assert report_main(["correlations", "--profile", "quick", "--experiments", str(plan.path.parent)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("### Correlations (correlations) — quick profile\n")
+    assert "Quick profile (trainer.epochs=1, trainer.walk_length=10, progress=false, threads=1)" in text
+    assert "| 1 | 0.500 | 5.000 (n=1) | +4.500 |" in text  # the quick run, and only it
+    assert "Missing 5 of 6 runs (`igel-reproduce correlations --profile quick` runs them):" in text
+
+
+def test_csv_has_one_line_per_cell_with_raw_numbers(correlations, tmp_path):
+    plan, uri = correlations
+    output = tmp_path / "tables" / "paper.csv"
+    assert report_main(["--experiments", str(plan.path.parent), "--tracking-uri", uri, "--output", str(output)]) == 0
+    rows = list(csv.DictReader(io.StringIO(output.read_text())))
+    assert [(row["row"], row["column"], row["metric"]) for row in rows] == [
+        ("encoder.distance=1", "PageRank", "spearman_pagerank"),
+        ("encoder.distance=2", "PageRank", "spearman_pagerank"),
+    ]
+    first = rows[0]
+    assert (first["table"], first["file"], first["profile"], first["n"], first["missing_runs"]) == (
+        "Correlations",
+        "correlations",
+        "full",
+        "3",
+        "2",
+    )
+    assert [float(first[key]) for key in ("paper", "mean", "std", "diff")] == pytest.approx([0.5, 0.7, 0.2, 0.2])
+    assert (rows[1]["paper"], rows[1]["std"], rows[1]["diff"]) == ("", "", "")
+
+
+def test_html_is_escaped_and_format_wins_over_the_suffix(correlations, tmp_path):
+    plan, uri = correlations
+    output = tmp_path / "paper.txt"
+    arguments = ["--experiments", str(plan.path.parent), "--tracking-uri", uri, "--format", "html", "-o", str(output)]
+    assert report_main(arguments) == 0
+    text = output.read_text()
+    assert text.startswith("<!doctype html>") and "<h3>Correlations (correlations)</h3>" in text
+    assert "Spearman &lt;rho&gt; by distance" in text
+    assert "<tr><td>1</td><td>0.500</td><td>0.700 ± 0.200 (n=3)</td><td>+0.200</td></tr>" in text
+    assert "<li>1 not run: encoder.distance=2 seed=2</li>" in text
+
+
+@pytest.mark.parametrize("mode, dim, test", [("max", 8, 0.4), ("min", 4, 0.99)])
+def test_best_point_is_chosen_on_the_validation_mean_never_on_test(experiments_dir, store_uri, mode, dim, test):
+    # dim=4: validation 0.9 and 0.3 (mean 0.6, best single seed), test 0.99; dim=8: validation 0.7 and 0.7, test 0.4
+    path = experiments_dir(
+        "grid", {"trainer.dim": "4,8", "seed": "range(2)"}, {**GRID, "select": {"metric": "val_score", "mode": mode}}
+    )
+    plan = load_plan(path, "full")
+    store = Store(store_uri)
+    scores = {(4, 0): (0.9, 0.99), (4, 1): (0.3, 0.99), (8, 0): (0.7, 0.4), (8, 1): (0.7, 0.4)}
+    for job in plan.jobs:
+        validation, score = scores[job.config.trainer.dim, job.config.seed]
+        store.log(job, {"val_score": validation, "test_score": score})
+    table = build_table(plan, load_runs(store_uri, plan.experiments))
+    cell = table.cells[0, "Test"]
+    assert cell.ours.mean == pytest.approx(test) and cell.ours.n == 2
+    assert cell.chosen == f"trainer.dim={dim}" and table.cells[0, "Validation"].chosen == cell.chosen
+    assert cell.diff == pytest.approx(test - 0.9)
+
+
+def test_select_chooses_per_cell_within_a_column_filter(experiments_dir, store_uri):
+    columns = {
+        "Plain": {"metric": "test_score", "dataset.name": "miserables"},
+        "Cloned": {"metric": "test_score", "dataset.name": "miserables_cloned"},
+    }
+    spec = {**GRID, "columns": columns, "paper": []}
+    path = experiments_dir("split", {"dataset": "miserables,miserables_cloned", "trainer.dim": "4,8"}, spec)
+    plan = load_plan(path, "full")
+    store = Store(store_uri)
+    best = {"miserables": 4, "miserables_cloned": 8}
+    for job in plan.jobs:
+        chosen = job.config.trainer.dim == best[job.config.dataset.name]
+        store.log(job, {"val_score": 0.9 if chosen else 0.1, "test_score": float(job.config.trainer.dim)})
+    table = build_table(plan, load_runs(store_uri, plan.experiments))
+    assert table.cells[0, "Plain"].ours.mean == 4.0 and table.cells[0, "Cloned"].ours.mean == 8.0
+
+
+def test_paper_rows_outside_the_sweep_are_noted(experiments_dir, store_uri):
+    paper = [{"encoder.distance": 1, "PageRank": 0.5}, {"encoder.distance": 3, "PageRank": 0.9}]
+    path = experiments_dir("narrow", {"encoder.distance": "1", "seed": "0"}, {**CORRELATIONS, "paper": paper})
+    plan = load_plan(path, "quick")
+    table = build_table(plan, [])
+    assert table.rows == [(1,)] and table.notes == [
+        "paper rows that this profile's sweep does not run: encoder.distance=3"
+    ]
+
+
+def test_report_of_an_absent_store_lists_every_run_and_creates_nothing(experiments_dir, tmp_path, capsys):
+    experiments_dir("correlations", {"encoder.distance": "1,2", "seed": "0"}, CORRELATIONS)
+    store = tmp_path / "nothing-here.db"
+    arguments = [
+        "--experiments",
+        str(experiments_dir.folder),
+        "--tracking-uri",
+        f"sqlite:///{store}",
+        "--profile",
+        "quick",
+    ]
+    assert report_main(arguments) == 0
+    assert "- 2 not run: encoder.distance=1; encoder.distance=2" in capsys.readouterr().out
+    assert not store.exists()
+
+
+def test_report_errors_are_one_line(experiments_dir, capsys):
+    experiments_dir("correlations", {"seed": "0"}, CORRELATIONS)
+    assert report_main(["nope", "--experiments", str(experiments_dir.folder)]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"igel-report: error: no table 'nope' in {experiments_dir.folder}; valid tables: all, correlations"
+    )

@@ -1,0 +1,125 @@
+"""igel-reproduce with real tiny clustering runs: it runs what is missing, skips what is finished, resumes."""
+
+import os
+import subprocess
+import sys
+
+import mlflow
+import pytest
+
+from igel_exp import pipelines
+from igel_exp.identity import HASH_TAG
+from igel_exp.pipelines import clustering
+from igel_exp.plan import load_plan
+from igel_exp.reproduce import REPRODUCE_TAG, report_main, reproduce_main, run_plan
+
+from conftest import TINY_QUICK
+
+pytestmark = pytest.mark.slow
+
+TABLE = {
+    "table": "Tiny",
+    "caption": "tiny clustering table",
+    "rows": ["encoder.distance"],
+    "columns": {"PageRank": "spearman_pagerank"},
+    "paper": [{"encoder.distance": 1, "PageRank": 0.728}],
+}
+
+
+def jobs_in_store(uri: str):
+    """The store's job runs (parents carry no identity), oldest first."""
+    mlflow.set_tracking_uri(uri)
+    runs = mlflow.search_runs(search_all_experiments=True, order_by=["attributes.start_time ASC"])
+    return runs[runs[f"tags.{HASH_TAG}"].notna()] if f"tags.{HASH_TAG}" in runs else runs.iloc[:0]
+
+
+def reproduce(folder, *extra: str) -> int:
+    return reproduce_main(["tiny", "--profile", "quick", "--experiments", str(folder), *extra])
+
+
+def test_reproduce_runs_only_what_is_missing_and_a_rerun_does_nothing(
+    experiments_dir, store_uri, compose_config, capsys
+):
+    experiments_dir("tiny", {"encoder.distance": "1,2", "seed": "0"}, TABLE)
+    # a run made by plain igel-run with the same settings (another thread count) counts as the table's first job
+    pipelines.run(compose_config("encoder.distance=1", "seed=0", *TINY_QUICK[:-1], "threads=2"))
+    assert reproduce(experiments_dir.folder) == 0
+    first = capsys.readouterr().out
+    runs = jobs_in_store(store_uri)
+    assert list(runs.status) == ["FINISHED", "FINISHED"]
+    assert runs["params.encoder.distance"].tolist() == ["1", "2"]
+    parents = mlflow.search_runs(search_all_experiments=True, filter_string=f"tags.`{REPRODUCE_TAG}` = 'tiny (quick)'")
+    assert len(parents) == 1 and runs["tags.igel.sweep"].tolist()[1] == parents.run_id[0]
+    assert "| 1 | 0.728 |" in first and "Missing" not in first
+
+    assert reproduce(experiments_dir.folder) == 0
+    assert len(jobs_in_store(store_uri)) == 2  # no job ran again
+    assert capsys.readouterr().out == first
+
+
+def test_an_interrupted_reproduction_resumes_where_it_stopped(experiments_dir, store_uri, monkeypatch):
+    experiments_dir("tiny", {"encoder.distance": "1,2,3", "seed": "0"}, TABLE)
+    calls = []
+    evaluate = clustering.centrality_correlations
+
+    def interrupted_on_the_second_job(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # Ctrl-C in the middle of a run
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(clustering, "centrality_correlations", interrupted_on_the_second_job)
+    assert reproduce(experiments_dir.folder) == 130
+    before = jobs_in_store(store_uri)
+    assert list(zip(before["params.encoder.distance"], before.status, strict=True)) == [
+        ("1", "FINISHED"),
+        ("2", "FAILED"),
+    ]
+
+    resumed = []
+    monkeypatch.setattr(clustering, "centrality_correlations", lambda *a, **k: resumed.append(1) or evaluate(*a, **k))
+    assert reproduce(experiments_dir.folder) == 0
+    assert len(resumed) == 2  # distance 2 and 3; distance 1 was not repeated
+    after = jobs_in_store(store_uri)
+    finished = after[after.status == "FINISHED"]
+    assert sorted(finished["params.encoder.distance"]) == ["1", "2", "3"]
+    assert before.run_id.iloc[0] in set(finished.run_id)
+
+
+def test_runs_of_an_igel_run_sweep_are_recognised(experiments_dir, store_uri, tmp_path):
+    experiments_dir("tiny", {"encoder.distance": "1,2", "seed": "0"}, TABLE)
+    sweep = ["-m", "--config-dir", str(experiments_dir.folder), "--config-name", "tiny", "encoder.distance=1", "seed=0"]
+    command = [sys.executable, "-c", "from igel_exp.cli import main; main()", *sweep, *TINY_QUICK]
+    result = subprocess.run(
+        command, cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "MLFLOW_TRACKING_URI": store_uri}
+    )
+    assert result.returncode == 0, result.stderr
+    ran = []
+    plan = load_plan(experiments_dir.folder / "tiny.yaml", "quick")
+    outcome = run_plan(plan, store_uri, runner=lambda config: ran.append(config.encoder.distance) or {})
+    assert ran == [2] and outcome.finished_before == 1 and outcome.ran == 1
+
+
+def test_missing_data_is_reported_and_the_other_jobs_on_it_are_not_attempted(
+    experiments_dir, store_uri, tmp_path, capsys
+):
+    empty = tmp_path / "no-data"
+    empty.mkdir()
+    quick = {"params": {}, "overrides": ["data.download=false", f"data.root={empty}", *TINY_QUICK]}
+    table = {"table": "Needs data", "rows": [], "columns": {"AUC": "auc"}, "paper": [{"AUC": 0.976}], "quick": quick}
+    experiments_dir("tiny", {"seed": "range(3)"}, table, experiment="link_prediction")
+    assert reproduce(experiments_dir.folder) == 0
+    captured = capsys.readouterr()
+    assert "igel-reproduce: tiny: data missing: Facebook.edgelist.gz is missing" in captured.err
+    assert "- 1 failed (DataError: Facebook.edgelist.gz is missing: download" in captured.out
+    assert "Note: 2 runs on data that another run found missing were not attempted" in captured.out
+    assert list(jobs_in_store(store_uri).status) == ["FAILED"]
+    # the report, from the store alone, says why
+    assert report_main(["tiny", "--profile", "quick", "--experiments", str(experiments_dir.folder)]) == 0
+    text = capsys.readouterr().out
+    assert "- 1 failed (DataError: Facebook.edgelist.gz is missing" in text and "- 2 not run: seed=1; seed=2" in text
+
+
+def test_reproduce_needs_the_tables_named(capsys):
+    assert reproduce_main(["threads=1"]) == 2
+    assert capsys.readouterr().err.strip() == "igel-reproduce: error: name the tables to reproduce, or all"
