@@ -55,15 +55,14 @@ class IGELEmbedding(nn.Module):
 
     def forward(self, nodes: torch.Tensor) -> torch.Tensor:
         """Embeddings (len(nodes) × d) of the given node ids."""
-        starts, ends = self.indptr[nodes], self.indptr[nodes + 1]
-        lengths = ends - starts
+        starts = self.indptr.index_select(0, nodes)
+        lengths = self.indptr.index_select(0, nodes + 1) - starts
         offsets = torch.cumsum(lengths, 0) - lengths
+        owner = torch.repeat_interleave(torch.arange(len(nodes), device=nodes.device), lengths)
         # positions of every selected row's entries in the CSR arrays, row after row
-        within = torch.arange(int(lengths.sum()), device=nodes.device) - torch.repeat_interleave(offsets, lengths)
-        flat = torch.repeat_interleave(starts, lengths) + within
-        return F.embedding_bag(
-            self.indices[flat], self.weight, offsets, mode="sum", per_sample_weights=self.values[flat]
-        )
+        flat = torch.arange(len(owner), device=nodes.device) + (starts - offsets).index_select(0, owner)
+        columns, values = self.indices.index_select(0, flat), self.values.index_select(0, flat)
+        return _SelectedRows.apply(self.weight, columns, values, offsets, owner)
 
 
 class FreeEmbedding(nn.Module):
@@ -96,6 +95,27 @@ class _SparseProduct(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         return ctx.transposed @ grad, None, None
+
+
+class _SelectedRows(torch.autograd.Function):
+    """Rows of X @ W for a fixed sparse X, given as the selected rows' entries: their columns and values,
+    where each row starts (offsets) and the row of each entry (owner).
+
+    embedding_bag's own backward sorts the columns, the largest cost of a small training batch; summing the
+    scaled gradient rows into W's rows needs no order.
+    """
+
+    @staticmethod
+    def forward(ctx, weight, columns, values, offsets, owner) -> torch.Tensor:
+        ctx.save_for_backward(columns, values, owner)
+        ctx.weight_shape = weight.shape
+        return F.embedding_bag(columns, weight, offsets, mode="sum", per_sample_weights=values)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        columns, values, owner = ctx.saved_tensors
+        rows = grad.index_select(0, owner).mul_(values.unsqueeze(1))
+        return grad.new_zeros(ctx.weight_shape).index_add_(0, columns, rows), None, None, None, None
 
 
 @torch.no_grad()

@@ -139,28 +139,24 @@ class SkipGramTrainer:
         valid = walks != END
         negatives = self._sample_negatives(model.n_nodes, (w, s, self.negatives), generator)
         nodes = torch.cat([torch.where(valid, walks, 0).ravel(), negatives.ravel()])
-        # Embed the batch's nodes once (all of them in one sparse product when the batch covers the graph
-        # anyway, else the distinct ones), gather, then push the closed-form gradients back through.
-        if len(nodes) >= model.n_nodes:
-            embeddings, index = model.all_nodes(), nodes
-        else:
-            unique, index = torch.unique(nodes, return_inverse=True)
-            embeddings = model(unique)
-        table = embeddings.detach()
+        # Embed every position of the batch; when the batch covers the graph anyway, all nodes in one sparse
+        # product then gathered. Deduplicating the positions first would cost a sort, more than it saves.
+        whole = len(nodes) >= model.n_nodes
+        embeddings = model.all_nodes() if whole else model(nodes)
+        table = embeddings.detach().index_select(0, nodes) if whole else embeddings.detach()
         dim = table.shape[1]
-        walk_rows, negative_rows = index[: w * s], index[w * s :]
         scale, bias = affine.tolist()
         loss, count, d_walks, d_negatives, d_affine = walk_skipgram_gradients(
-            table[walk_rows].view(w, s, dim),
+            table[: w * s].view(w, s, dim),
             valid,
-            table[negative_rows].view(w, s, self.negatives, dim),
+            table[w * s :].view(w, s, self.negatives, dim),
             self.window,
             scale,
             bias,
         )
-        grad = torch.zeros_like(table)
-        grad.index_add_(0, walk_rows, d_walks.view(-1, dim))
-        grad.index_add_(0, negative_rows, d_negatives.view(-1, dim))
+        grad = torch.cat([d_walks.view(-1, dim), d_negatives.view(-1, dim)])
+        if whole:
+            grad = torch.zeros_like(embeddings).index_add_(0, nodes, grad)
         optimiser.zero_grad(set_to_none=True)
         embeddings.backward(grad)
         affine.grad = d_affine
