@@ -56,13 +56,14 @@ def geo_clusters(
     title: str,
 ) -> plt.Figure:
     """Cities at their longitude/latitude, the `shown` ones (bool mask) coloured by cluster with a radius
-    that grows with degree, the rest as a faint map of the world (paper Figures SisterCities and
+    proportional to degree, the rest as a faint map of the world (paper Figures SisterCities and
     SisterCitiesClusters). Nodes without coordinates (NaN) are left out; `positive` marks the cluster C."""
     located = np.isfinite(lng) & np.isfinite(lat)
     shown = shown & located
     figure, axes = plt.subplots(figsize=(12, 6.5))
     axes.scatter(lng[located & ~shown], lat[located & ~shown], s=1, c="0.85", linewidths=0, zorder=1)
-    sizes = 4 + 296 * degree / max(float(degree[shown].max(initial=0)), 1.0)  # area ∝ degree, largest 300 pt²
+    radius = 1 + 17 * degree / max(float(degree[shown].max(initial=0)), 1.0)  # radius ∝ degree, as the paper's
+    sizes = radius**2  # scatter sizes are areas (pt²)
     colours = plt.get_cmap("tab10")
     clusters, counts = np.unique(labels[shown], return_counts=True)
     for rank, cluster in enumerate(clusters[np.argsort(-counts, kind="stable")]):  # small clusters drawn on top

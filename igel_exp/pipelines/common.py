@@ -144,18 +144,7 @@ def train_unsupervised(
     log.info("training on %s", device)
     logger.tags({"device": device})
     neighbours = CSRGraph.from_igraph(graph)
-    trainer = SkipGramTrainer(
-        epochs=trainer_config.epochs,
-        batch_size=trainer_config.batch_size,
-        lr=trainer_config.lr,
-        negatives=trainer_config.negatives,
-        window=trainer_config.window,
-        device=device,
-        seed=config.seed,
-        noise=noise_distribution(neighbours, trainer_config.noise),
-        logit_affine=trainer_config.get("logit_affine", True),
-        progress=config.progress,
-    )
+    trainer = skipgram_trainer(trainer_config, neighbours, device, config.seed, config.progress)
 
     def walks(rng: np.random.Generator):
         epoch = epoch_walks(
@@ -172,6 +161,24 @@ def train_unsupervised(
         trainer.fit(model, walks, on_epoch=lambda epoch, values: logger.metrics(values, step=epoch))
     stages.exclude("train", "walks")  # walks are drawn lazily inside training
     return embed_all(model, device)
+
+
+def skipgram_trainer(
+    settings: DictConfig, graph: CSRGraph, device: torch.device, seed: int, progress: bool
+) -> SkipGramTrainer:
+    """The skip-gram trainer a trainer section describes (`trainer`, or PPI's `trainer.pretrain`) on `graph`."""
+    return SkipGramTrainer(
+        epochs=settings.epochs,
+        batch_size=settings.batch_size,
+        lr=settings.lr,
+        negatives=settings.negatives,
+        window=settings.window,
+        device=device,
+        seed=seed,
+        noise=noise_distribution(graph, settings.noise),
+        logit_affine=settings.get("logit_affine", True),
+        progress=progress,
+    )
 
 
 def noise_distribution(graph: CSRGraph, kind: str) -> np.ndarray | None:

@@ -23,10 +23,10 @@ from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import ConfigError, DataError
 from igel_exp.models import IGELEmbedding, NodeClassifier, predict_labels, restrict_to_seen
 from igel_exp.pipelines import pipeline
-from igel_exp.pipelines.common import Stages, build_encoder, load, noise_distribution
+from igel_exp.pipelines.common import Stages, build_encoder, load, skipgram_trainer
 from igel_exp.tasks.node_classification import micro_f1, multilabel_scores
 from igel_exp.tracking import RunLogger, tracked_run
-from igel_exp.training import SkipGramTrainer, SupervisedTrainer, resolve_device
+from igel_exp.training import SupervisedTrainer, resolve_device
 from igel_exp.walks import CSRGraph, epoch_walks
 
 log = logging.getLogger(__name__)
@@ -209,18 +209,7 @@ def _pretrain(
     settings = config.trainer.pretrain
     model = IGELEmbedding(train_features, config.trainer.dim)
     neighbours = CSRGraph.from_igraph(graph)
-    trainer = SkipGramTrainer(
-        epochs=settings.epochs,
-        batch_size=settings.batch_size,
-        lr=settings.lr,
-        negatives=settings.negatives,
-        window=settings.window,
-        device=device,
-        seed=config.seed,
-        noise=noise_distribution(neighbours, settings.noise),
-        logit_affine=settings.get("logit_affine", True),
-        progress=config.progress,
-    )
+    trainer = skipgram_trainer(settings, neighbours, device, config.seed, config.progress)
 
     def walks(rng: np.random.Generator):
         return stages.timed(
