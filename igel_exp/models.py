@@ -101,8 +101,9 @@ class _SelectedRows(torch.autograd.Function):
     """Rows of X @ W for a fixed sparse X, given as the selected rows' entries: their columns and values,
     where each row starts (offsets) and the row of each entry (owner).
 
-    embedding_bag's own backward sorts the columns, the largest cost of a small training batch; summing the
-    scaled gradient rows into W's rows needs no order.
+    The gradient with respect to W is Sᵀ @ grad for the selection S (rows × ℓ) as one sparse product:
+    embedding_bag's own backward, or scaled gradient rows summed into W with index_add, write a d-vector per
+    entry first (gigabytes for a batch of AstroPh's IGEL features, and 15× slower).
     """
 
     @staticmethod
@@ -114,8 +115,9 @@ class _SelectedRows(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         columns, values, owner = ctx.saved_tensors
-        rows = grad.index_select(0, owner).mul_(values.unsqueeze(1))
-        return grad.new_zeros(ctx.weight_shape).index_add_(0, columns, rows), None, None, None, None
+        size = (ctx.weight_shape[0], len(grad))
+        transposed = torch.sparse_coo_tensor(torch.stack([columns, owner]), values, size, check_invariants=False)
+        return torch.sparse.mm(transposed, grad), None, None, None, None
 
 
 @torch.no_grad()
