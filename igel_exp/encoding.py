@@ -14,6 +14,7 @@ its sources' balls span (`local_ball`), so that its cost does not grow with |V|.
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -85,7 +86,7 @@ def _rows(adj: sp.csr_matrix, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def local_ball(
-    adj: sp.csr_matrix, sources: np.ndarray, distance: int, max_share: float = 1.0
+    adj: sp.csr_matrix, sources: np.ndarray, distance: int, max_share: float = 1.0, marks: np.ndarray | None = None
 ) -> tuple[np.ndarray, sp.csr_matrix] | None:
     """The nodes within `distance` hops of any of `sources` (sorted vertex ids) and the adjacency among them;
     None as soon as they are more than `max_share` of the graph's nodes.
@@ -93,34 +94,36 @@ def local_ball(
     Every path of at most `distance` hops from a source stays among these nodes, so the ego graphs of the
     sources, and ego_shells on this smaller graph, are the same as on the whole one. scipy's sparse products
     and sums allocate arrays as long as a matrix has columns, each call: on a large graph a chunk of sources
-    would pay |V| per call for a few hundred nodes of work.
+    would pay |V| per call for a few hundred nodes of work. `marks` (|V| int32, all -1) is scratch space that
+    a caller reuses across chunks and gets back all -1: allocating or scanning |V| entries per chunk would
+    bring that cost back.
     """
-    n = adj.shape[0]
-    seen = np.zeros(n, dtype=bool)
-    seen[sources] = True
+    limit = max_share * adj.shape[0]
+    marks = np.full(adj.shape[0], -1, dtype=np.int32) if marks is None else marks
     frontier = np.unique(sources)
-    count = len(frontier)
+    layers = [frontier]
+    marks[frontier] = 0
     for _ in range(distance):
-        if not len(frontier) or count > max_share * n:
+        if not len(frontier) or sum(map(len, layers)) > limit:
             break
         _, neighbours = _rows(adj, frontier)
-        fresh = np.zeros(n, dtype=bool)
-        fresh[neighbours] = True
-        fresh &= ~seen
-        seen |= fresh
-        frontier = np.flatnonzero(fresh)
-        count += len(frontier)
-    if count > max_share * n:
-        return None
-    nodes = np.flatnonzero(seen)
-    local = np.empty(n, dtype=adj.indices.dtype)  # only read where `seen`: no need to fill it
-    local[nodes] = np.arange(len(nodes), dtype=local.dtype)
-    owner, neighbours = _rows(adj, nodes)
-    inside = seen[neighbours]  # edges that leave the ball lead nowhere within `distance` hops
-    matrix = _csr(
-        np.ones(int(inside.sum()), dtype=adj.dtype), owner[inside], local[neighbours[inside]], (len(nodes),) * 2
-    )
-    return nodes, matrix
+        fresh = neighbours[marks[neighbours] < 0]
+        # one copy of each fresh node, without sorting: the last write of a repeated node wins
+        order = np.arange(len(fresh), dtype=marks.dtype)
+        marks[fresh] = order
+        frontier = fresh[marks[fresh] == order]
+        layers.append(frontier)
+    nodes = np.sort(np.concatenate(layers))
+    try:
+        if len(nodes) > limit:
+            return None
+        marks[nodes] = np.arange(len(nodes))
+        owner, neighbours = _rows(adj, nodes)
+        local = marks[neighbours]
+        inside = local >= 0  # edges that leave the ball lead nowhere within `distance` hops
+        return nodes, _csr(np.ones(int(inside.sum()), dtype=adj.dtype), owner[inside], local[inside], (len(nodes),) * 2)
+    finally:
+        marks[nodes] = -1
 
 
 def _csr(data: np.ndarray, rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
@@ -232,12 +235,16 @@ class IGELEncoder:
         adj = adjacency(graph)
         n = graph.vcount()
         starts = range(0, n, self.chunk_size)
+        scratch = threading.local()  # local_ball's marks, one array per thread
 
         def encode(start: int) -> sp.csr_matrix:
             sources = np.arange(start, min(start + self.chunk_size, n))
-            graph, local = adj, sources
+            graph, local, ball = adj, sources, None
             # where the chunk's balls are a small part of the graph, work on the subgraph they span
-            ball = local_ball(adj, sources, self.distance, _LOCAL_SHARE) if n > _LOCAL_ABOVE * len(sources) else None
+            if n > _LOCAL_ABOVE * len(sources):
+                if not hasattr(scratch, "marks"):
+                    scratch.marks = np.full(n, -1, dtype=np.int32)
+                ball = local_ball(adj, sources, self.distance, _LOCAL_SHARE, scratch.marks)
             if ball is not None:
                 nodes, graph = ball
                 local = np.searchsorted(nodes, sources)

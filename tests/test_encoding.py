@@ -139,6 +139,18 @@ def test_the_ball_of_a_chunk_is_the_union_of_neighbourhoods_and_its_induced_subg
         assert local_ball(adjacency(graph), sources, distance, max_share=share - 0.01) is None
 
 
+def test_the_ball_hands_its_scratch_marks_back_unmarked():
+    adj = adjacency(small_graphs()["with_isolated"])
+    marks = np.full(adj.shape[0], -1, dtype=np.int32)
+    nodes, ball = local_ball(adj, np.array([0, 5, 0]), 2, marks=marks)
+    assert (marks == -1).all()
+    assert local_ball(adj, np.array([0, 5]), 2, max_share=0.01, marks=marks) is None
+    assert (marks == -1).all()
+    again, ball_again = local_ball(adj, np.array([5, 0]), 2, marks=marks)
+    np.testing.assert_array_equal(again, nodes)
+    assert (ball_again != ball).nnz == 0
+
+
 @pytest.mark.parametrize("name", sorted(small_graphs()))
 @pytest.mark.parametrize("distance", [1, 2, 3])
 def test_chunks_on_their_ball_equal_the_plain_bfs(name, distance, monkeypatch):

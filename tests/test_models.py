@@ -13,12 +13,16 @@ from igel_exp.walks import END, CSRGraph, epoch_walks
 from conftest import small_graphs
 
 
-def test_igel_embedding_is_the_sparse_product_with_w():
+def test_igel_embedding_is_the_sparse_product_with_w_and_backpropagates_x_transposed():
     features = IGELEncoder(2).fit_transform(small_graphs()["miserables"])
     model = IGELEmbedding(features, dim=5)
     nodes = torch.tensor([3, 0, 3, 76, 10])
-    expected = torch.as_tensor(features[nodes.numpy()].toarray()) @ model.weight
-    torch.testing.assert_close(model(nodes), expected)
+    selected = torch.as_tensor(features[nodes.numpy()].toarray())
+    embeddings = model(nodes)
+    torch.testing.assert_close(embeddings, selected @ model.weight)
+    upstream = torch.randn_like(embeddings)
+    embeddings.backward(upstream)
+    torch.testing.assert_close(model.weight.grad, selected.T @ upstream)
 
 
 def test_unseen_structures_start_at_zero_and_get_no_gradient():
