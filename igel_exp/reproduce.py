@@ -34,7 +34,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from igel_exp.errors import ConfigError, DataError, IgelError
 from igel_exp.plan import PROFILES, Job, Plan, default_experiments_dir, load_plan, table_files
 from igel_exp.reporting import FORMATS, SUFFIXES, StoredRun, Table, build_table, finished_by_hash, load_runs, render
-from igel_exp.tracking import PARENT_RUN_ENV, SWEEP_TAG, tracking_uri
+from igel_exp.tracking import PARENT_RUN_ENV, SWEEP_TAG, tracking_uri, use_store
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ class _Parents:
 
     def for_experiment(self, name: str) -> str:
         if name not in self.ids:
-            mlflow.set_tracking_uri(self.uri)
+            use_store(self.uri)
             experiment = mlflow.set_experiment(name)  # creates the store and the experiment before any job
             command = f"igel-reproduce {self.plan.name} --profile {self.plan.profile}"
             run = self.client.create_run(

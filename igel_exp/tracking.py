@@ -27,6 +27,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from igel_exp.identity import HASH_TAG, config_hash
 
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; start concurrent runs after the store exists
+    fcntl = None
+
 log = logging.getLogger(__name__)
 
 PARENT_RUN_ENV = "IGEL_PARENT_RUN_ID"  # set by a sweep so that its jobs become nested runs
@@ -41,6 +46,27 @@ def tracking_uri(configured: str | None) -> str:
     if os.environ.get("MLFLOW_TRACKING_URI"):
         return os.environ["MLFLOW_TRACKING_URI"]
     return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def use_store(uri: str) -> str:
+    """Make `uri` MLflow's tracking URI, creating a local sqlite store first if it is new.
+
+    Creating a sqlite store runs its migrations, which two processes must not do at once (two `igel-run`
+    started together in a fresh directory: one crashes on the other's half-made schema), so creation holds
+    an exclusive lock on `<db>.lock` beside it.
+    """
+    mlflow.set_tracking_uri(uri)
+    if not uri.startswith("sqlite:///") or fcntl is None:
+        return uri
+    database = Path(uri.removeprefix("sqlite:///"))
+    database.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{database}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            mlflow.MlflowClient(tracking_uri=uri).search_experiments(max_results=1)  # creates or migrates it
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return uri
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -97,7 +123,7 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
     An exception inside the block ends the run FAILED, with the error as the `error` tag; inside a sweep
     ($IGEL_PARENT_RUN_ID set) the run is nested under the sweep's parent run.
     """
-    mlflow.set_tracking_uri(tracking_uri(config.get("tracking", {}).get("uri")))
+    use_store(tracking_uri(config.get("tracking", {}).get("uri")))
     mlflow.set_experiment(experiment)
     parent = os.environ.get(PARENT_RUN_ENV)
     resolved = OmegaConf.to_container(config, resolve=True, throw_on_missing=True)
@@ -127,7 +153,7 @@ class SweepCallback(Callback):
         self.parent_run_id: str | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        mlflow.set_tracking_uri(tracking_uri(config.get("tracking", {}).get("uri")))
+        use_store(tracking_uri(config.get("tracking", {}).get("uri")))
         experiment = mlflow.set_experiment(config.name)
         client = mlflow.MlflowClient()
         overrides = " ".join(config.hydra.overrides.task)

@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import mlflow
 import pytest
 from omegaconf import OmegaConf
@@ -40,3 +43,21 @@ def test_a_crash_inside_a_run_leaves_it_failed_with_the_error(tracking_uri):
     run = mlflow.get_run(logger.run_id)
     assert run.info.status == "FAILED"
     assert run.data.tags["error"] == "ZeroDivisionError: division by zero"
+
+
+def test_runs_started_together_in_a_fresh_directory_share_one_new_store(tmp_path):
+    """Two `igel-run` started at once must not both create (migrate) the sqlite store: one would crash."""
+    script = (
+        "import sys, mlflow; from igel_exp.tracking import use_store; use_store(sys.argv[1]);"
+        " mlflow.set_experiment('together'); mlflow.start_run(); mlflow.end_run()"
+    )
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    starts = [
+        subprocess.Popen([sys.executable, "-c", script, uri], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
+    errors = [process.communicate(timeout=300)[1] for process in starts]
+    assert all(process.returncode == 0 for process in starts), "\n".join(errors)
+    mlflow.set_tracking_uri(uri)
+    runs = mlflow.search_runs(experiment_names=["together"], output_format="list")
+    assert len(runs) == 4
