@@ -272,3 +272,10 @@ def test_code_fingerprint_ignores_evaluators_and_figures_only(tmp_path):
         fingerprints.append(reuse.source_fingerprint(copy))
     original, training, plots, evaluator, new = fingerprints
     assert original == plots == evaluator and len({original, training, new}) == 3
+
+
+def test_a_malformed_partnership_list_names_its_file_and_line(tmp_path):
+    path = tmp_path / "SisterCity.edgelist"
+    path.write_text("0 1\n2 Paris\n")
+    with pytest.raises(DataError, match=rf"{path}:2: node id 'Paris' is not an integer"):
+        module.read_sister_cities_graph(path)

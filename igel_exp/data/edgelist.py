@@ -77,10 +77,19 @@ def read_edgelist(path: str | Path, node_ids: str = "int") -> tuple[ig.Graph, Gr
         raise DataError(f"dataset.node_ids={node_ids!r} is not one of {', '.join(NODE_ID_KINDS)}")
     if not path.is_file():
         raise DataError(f"{path}: edge list file not found")
-    columns = _read_two_columns(path, node_ids) or _parse_line_by_line(path, node_ids)
+    columns = read_pairs(path, node_ids)
     ends, names = pd.factorize(pd.Series(np.column_stack(columns).ravel()), sort=False)
     graph, report = simple_graph(ends[0::2], ends[1::2], names.tolist(), str(path))
     return graph, report
+
+
+def read_pairs(path: Path, node_ids: str = "int") -> tuple[np.ndarray, np.ndarray]:
+    """The first two columns of a whitespace-separated edge list (plain or .gz, '#' comments): int64 ids, or
+    tokens with `node_ids="token"`. A malformed file raises DataError naming the file and line."""
+    columns = _read_two_columns(path, node_ids) or _parse_line_by_line(path, node_ids)
+    if node_ids == "int":
+        return tuple(column.astype(np.int64) for column in columns)
+    return columns
 
 
 def _read_two_columns(path: Path, node_ids: str) -> tuple[np.ndarray, np.ndarray] | None:

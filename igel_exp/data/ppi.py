@@ -33,9 +33,8 @@ from typing import Any
 
 import igraph as ig
 import numpy as np
-import pandas as pd
 
-from igel_exp.data.edgelist import GraphReport, simple_graph
+from igel_exp.data.edgelist import GraphReport, read_pairs, simple_graph
 from igel_exp.data.registry import DataContext, Dataset, register
 from igel_exp.data.sources import RemoteFile, fetch, open_binary, verify
 from igel_exp.errors import ConfigError, DataError
@@ -277,11 +276,7 @@ def _read_split_edgelists(files: _Files) -> tuple[list[str], np.ndarray, np.ndar
     ids, codes, ends = [], [], []
     for code, split in enumerate(SPLITS):
         path = files.path(f"{split}.edgelist")
-        try:
-            pairs = pd.read_csv(path, sep=r"\s+", header=None, usecols=[0, 1], dtype=np.int64, comment="#")
-        except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-            raise DataError(f"{path}: not an edge list of integer node ids ({str(error).splitlines()[0]})") from None
-        pairs = pairs.to_numpy()
+        pairs = np.column_stack(read_pairs(path))
         nodes = np.unique(pairs)
         ids.append(nodes)
         codes.append(np.full(len(nodes), code, dtype=np.int8))

@@ -12,7 +12,7 @@ import igraph as ig
 import numpy as np
 import pandas as pd
 
-from igel_exp.data.edgelist import GraphReport, simple_graph
+from igel_exp.data.edgelist import GraphReport, read_pairs, simple_graph
 from igel_exp.data.registry import DataContext, Dataset, register
 from igel_exp.data.sources import RemoteFile, fetch, is_gzip
 from igel_exp.errors import DataError
@@ -58,19 +58,8 @@ def read_sister_cities_graph(path: Path) -> tuple[ig.Graph, GraphReport]:
     """`u v` lines of directed partnerships, ids 0..n-1, as an undirected simple graph (reciprocal pairs
     merged, as in the paper's 15,225 edges); vertex i is id i, so the node table aligns by id. The pairs as
     listed are kept as the graph attribute "directed_pairs" (m × 2)."""
-    try:
-        frame = pd.read_csv(
-            path,
-            sep=r"\s+",
-            header=None,
-            usecols=[0, 1],
-            dtype=np.int64,
-            compression="gzip" if is_gzip(path) else None,
-        )
-    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-        raise DataError(f"{path}: not a two-column integer edge list ({str(error).splitlines()[0]})") from None
-    sources, targets = frame[0].to_numpy(), frame[1].to_numpy()
-    if len(sources) == 0 or min(sources.min(), targets.min()) < 0:
+    sources, targets = read_pairs(path)
+    if min(sources.min(), targets.min()) < 0:
         raise DataError(f"{path}: expected non-negative node ids on every line")
     n = int(max(sources.max(), targets.max())) + 1
     graph, report = simple_graph(sources, targets, list(range(n)), str(path))
