@@ -20,32 +20,41 @@ class IGELEmbedding(nn.Module):
     """Embeds nodes as the weighted sum of the rows of W selected by their sparse IGEL features.
 
     The features (|V| × ℓ, already transformed and normalised) are fixed buffers; only W (ℓ × d) learns.
+    They are kept dense when at least one entry in DENSE_FILL is nonzero, as for the few features of
+    Erdős–Rényi graphs: a batch is then a gather of rows and one matrix product each way, several times
+    faster than gathering sparse rows entry by entry; as CSR otherwise (and its transpose, for X @ W's gradient).
     """
+
+    DENSE_FILL = 32
 
     def __init__(self, features: sp.csr_matrix, dim: int):
         super().__init__()
         features = sp.csr_matrix(features)
-        self.register_buffer("indptr", torch.as_tensor(features.indptr, dtype=torch.int64))
-        self.register_buffer("indices", torch.as_tensor(features.indices, dtype=torch.int64))
-        self.register_buffer("values", torch.as_tensor(features.data, dtype=torch.float32))
-        self.weight = nn.Parameter(torch.empty(features.shape[1], dim))
+        n_nodes, width = features.shape
+        self.dense = n_nodes * width <= self.DENSE_FILL * features.nnz
+        if self.dense:
+            self.register_buffer("rows", torch.as_tensor(features.astype(np.float32).toarray()))
+        else:
+            for name, matrix in [("", features), ("t_", features.T.tocsr())]:
+                self.register_buffer(f"{name}indptr", torch.as_tensor(matrix.indptr, dtype=torch.int64))
+                self.register_buffer(f"{name}indices", torch.as_tensor(matrix.indices, dtype=torch.int64))
+                self.register_buffer(f"{name}values", torch.as_tensor(matrix.data, dtype=torch.float32))
+        self.weight = nn.Parameter(torch.empty(width, dim))
         nn.init.normal_(self.weight, std=1.0 / math.sqrt(dim))
         # Structures never seen in training get no gradient; a zero row keeps them out of unseen graphs.
         with torch.no_grad():
-            seen = torch.zeros(features.shape[1], dtype=torch.bool)
-            seen[self.indices] = True
+            seen = torch.zeros(width, dtype=torch.bool)
+            seen[torch.as_tensor(features.indices, dtype=torch.int64)] = True
             self.weight[~seen] = 0.0
-        transposed = features.T.tocsr()  # for the gradient of X @ W
-        self.register_buffer("t_indptr", torch.as_tensor(transposed.indptr, dtype=torch.int64))
-        self.register_buffer("t_indices", torch.as_tensor(transposed.indices, dtype=torch.int64))
-        self.register_buffer("t_values", torch.as_tensor(transposed.data, dtype=torch.float32))
 
     @property
     def n_nodes(self) -> int:
-        return len(self.indptr) - 1
+        return len(self.rows) if self.dense else len(self.indptr) - 1
 
     def all_nodes(self) -> torch.Tensor:
-        """Embeddings of every node (|V| × d) as one sparse product X @ W."""
+        """Embeddings of every node (|V| × d) as one product X @ W."""
+        if self.dense:
+            return self.rows @ self.weight
         size = (self.n_nodes, self.weight.shape[0])
         matrix = torch.sparse_csr_tensor(self.indptr, self.indices, self.values, size, check_invariants=False)
         transposed = torch.sparse_csr_tensor(
@@ -55,6 +64,8 @@ class IGELEmbedding(nn.Module):
 
     def forward(self, nodes: torch.Tensor) -> torch.Tensor:
         """Embeddings (len(nodes) × d) of the given node ids."""
+        if self.dense:
+            return self.rows.index_select(0, nodes) @ self.weight
         starts = self.indptr.index_select(0, nodes)
         lengths = self.indptr.index_select(0, nodes + 1) - starts
         offsets = torch.cumsum(lengths, 0) - lengths
@@ -136,35 +147,32 @@ def walk_skipgram_gradients(
     negatives: z noise embeddings per walk position (w × s × z × d), shared by the positive pairs whose
     target sits at that position. The positive pairs are the (target, context) pairs at most `window`
     steps apart, in both orders. A pair's logit is scale · e_t·e_o + bias (the authors' model; scale 1,
-    bias 0 is the paper's σ(e_t·e_o)). All the dot products of a walk come from one matrix product with
-    itself (its Gram matrix, masked to the window's band): each position's embedding is read once, and the
-    work runs as batched matrix products instead of per-pair gathers.
+    bias 0 is the paper's σ(e_t·e_o)). Every walk position is scored against its 2·window + 1 neighbours
+    (a strided view of the padded walk, the position itself masked out) and its z negatives at once: one
+    product, one loss, one gradient product, instead of per-pair gathers or a walk's whole Gram matrix.
 
     Returns (loss, number of positive pairs, d/d walks, d/d negatives, d/d (scale, bias)).
     """
     w, s, z, dim = negatives.shape
-    steps = torch.arange(s, device=walks.device)
-    apart = (steps[:, None] - steps[None, :]).abs()
-    band = ((apart > 0) & (apart <= window)).unsqueeze(0) & valid.unsqueeze(1) & valid.unsqueeze(2)
-    pairs = band.to(walks.dtype)  # w × s × s, symmetric: each unordered pair counts in both orders
-    gram = torch.bmm(walks, walks.transpose(1, 2))
-    logit = scale * gram + bias
-    loss = (F.softplus(-logit) * pairs).sum()
-    g = (torch.sigmoid(logit) - 1) * pairs
-    d_affine = torch.stack([(g * gram).sum(), g.sum()])
-    d_walks = torch.bmm(g, walks).mul_(2 * scale)  # g is symmetric: both orders of every pair
-    targets_at = pairs.sum(-1).view(w * s, 1, 1)  # positive pairs per target position
+    span = 2 * window + 1
+    around = F.pad(walks, (0, 0, window, window)).unfold(1, span, 1).transpose(2, 3)  # w × s × span × d
+    pairs = F.pad(valid, (window, window)).unfold(1, span, 1) & valid.unsqueeze(-1)  # w × s × span
+    pairs[..., window] = False
+    pairs = pairs.to(walks.dtype).reshape(w * s, span)
+    targets_at = pairs.sum(-1, keepdim=True)  # positive pairs per target position: the weight of its negatives
     count = int(targets_at.sum())
-
-    flat_walks, flat_negatives = walks.reshape(w * s, 1, dim), negatives.reshape(w * s, z, dim)
-    dot = torch.bmm(flat_negatives, flat_walks.transpose(1, 2))  # (w·s) × z × 1
-    logit = scale * dot + bias
-    loss += (F.softplus(logit) * targets_at).sum()
-    g = torch.sigmoid(logit) * targets_at
-    d_affine += torch.stack([(g * dot).sum(), g.sum()])
+    contexts = torch.cat([around, negatives], 2).view(w * s, span + z, dim)
+    dot = torch.bmm(contexts, walks.view(w * s, dim, 1)).view(w * s, span + z)
+    weight = torch.cat([pairs, targets_at.expand(-1, z)], 1)
+    label = torch.cat([dot.new_ones(span), dot.new_zeros(z)])
+    logit = dot * scale + bias
+    loss = F.binary_cross_entropy_with_logits(logit, label.expand_as(logit), weight, reduction="sum")
+    g = torch.sigmoid(logit).sub_(label).mul_(weight)
+    d_affine = torch.stack([(g * dot).sum(), g.sum()])
     g = g.mul_(scale)
-    d_walks += torch.bmm(g.transpose(1, 2), flat_negatives).view(w, s, dim)
-    d_negatives = (g * flat_walks).view(w, s, z, dim)
+    d_negatives = (g[:, span:, None] * walks.view(w * s, 1, dim)).view(w, s, z, dim)
+    g[:, :span] *= 2  # the Gram is symmetric: a positive pair reaches its target as target and as context
+    d_walks = torch.bmm(g.unsqueeze(1), contexts).view(w, s, dim)
     normalise = 1.0 / max(count, 1)
     return float(loss) * normalise, count, d_walks.mul_(normalise), d_negatives.mul_(normalise), d_affine * normalise
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from torch.optim.adam import adam
 from tqdm.auto import tqdm
 
 from igel_exp.errors import ConfigError
@@ -104,9 +105,8 @@ class SkipGramTrainer:
         """Train `model` in place; `epoch_walks(rng)` yields the walk matrices (walks × length) of an epoch."""
         model.to(self.device).train()
         affine = torch.nn.Parameter(torch.tensor([1.0, 0.0], device=self.device))  # the logit's scale and bias
-        parameters = [*model.parameters(), affine] if self.logit_affine else list(model.parameters())
-        # one fused kernel per parameter instead of a dozen small ops: a batch's own work is small
-        optimiser = torch.optim.Adam(parameters, lr=self.lr, fused=True)
+        weights = list(model.parameters())
+        optimiser = _FusedAdam([*weights, affine] if self.logit_affine else weights, self.lr)
         rng = np.random.default_rng(self.seed)
         generator = torch.Generator(device=self.device).manual_seed(self.seed)
         history = []
@@ -114,7 +114,7 @@ class SkipGramTrainer:
             total, pairs = 0.0, 0
             bar = tqdm(desc=f"epoch {epoch}/{self.epochs}", unit="pair", unit_scale=True, disable=not self.progress)
             for walks in self._batches(epoch_walks(rng)):
-                loss, count = self._step(model, affine, optimiser, walks, generator)
+                loss, count = self._step(model, weights, affine, optimiser, walks, generator)
                 total += loss * count
                 pairs += count
                 bar.update(count)
@@ -135,7 +135,9 @@ class SkipGramTrainer:
             step = self.walks_per_batch(walks.shape[1])
             yield from torch.split(walks, step)
 
-    def _step(self, model, affine, optimiser, walks: torch.Tensor, generator: torch.Generator) -> tuple[float, int]:
+    def _step(
+        self, model, weights, affine, optimiser, walks: torch.Tensor, generator: torch.Generator
+    ) -> tuple[float, int]:
         w, s = walks.shape
         valid = walks != END
         negatives = self._sample_negatives(model.n_nodes, (w, s, self.negatives), generator)
@@ -158,10 +160,8 @@ class SkipGramTrainer:
         grad = torch.cat([d_walks.view(-1, dim), d_negatives.view(-1, dim)])
         if whole:
             grad = torch.zeros_like(embeddings).index_add_(0, nodes, grad)
-        optimiser.zero_grad(set_to_none=True)
-        embeddings.backward(grad)
-        affine.grad = d_affine
-        optimiser.step()
+        grads = list(torch.autograd.grad(embeddings, weights, grad))
+        optimiser.step([*grads, d_affine] if self.logit_affine else grads)
         return loss, count
 
     def _sample_negatives(self, n_nodes: int, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
@@ -169,6 +169,25 @@ class SkipGramTrainer:
             return torch.randint(n_nodes, shape, generator=generator, device=self.device)
         uniform = torch.rand(shape, generator=generator, device=self.device, dtype=self.noise.dtype)
         return torch.searchsorted(self.noise, uniform).clamp_(max=n_nodes - 1)
+
+
+class _FusedAdam:
+    """torch's fused Adam update (default betas and eps) without torch.optim.Optimizer around it: its
+    bookkeeping costs more than the update of IGEL's small W, a few percent of a run of many small batches."""
+
+    def __init__(self, parameters: list[torch.Tensor], lr: float):
+        self.parameters = parameters
+        self.lr = lr
+        self.moments = [torch.zeros_like(parameter) for parameter in parameters]
+        self.squares = [torch.zeros_like(parameter) for parameter in parameters]
+        self.steps = [torch.zeros((), device=parameter.device) for parameter in parameters]
+
+    @torch.no_grad()
+    def step(self, grads: list[torch.Tensor]) -> None:
+        adam(
+            self.parameters, grads, self.moments, self.squares, [], self.steps,
+            fused=True, amsgrad=False, beta1=0.9, beta2=0.999, lr=self.lr, weight_decay=0.0, eps=1e-8, maximize=False,
+        )  # fmt: skip
 
 
 @dataclass

@@ -13,9 +13,17 @@ from igel_exp.walks import END, CSRGraph, epoch_walks
 from conftest import small_graphs
 
 
-def test_igel_embedding_is_the_sparse_product_with_w_and_backpropagates_x_transposed():
+@pytest.fixture(params=["dense", "sparse"])
+def layout(request, monkeypatch):
+    """IGELEmbedding keeps X dense or as CSR depending on its fill; both layouts must give the same maths."""
+    monkeypatch.setattr(IGELEmbedding, "DENSE_FILL", 10**9 if request.param == "dense" else 0)
+    return request.param
+
+
+def test_igel_embedding_is_the_sparse_product_with_w_and_backpropagates_x_transposed(layout):
     features = IGELEncoder(2).fit_transform(small_graphs()["miserables"])
     model = IGELEmbedding(features, dim=5)
+    assert model.dense == (layout == "dense")
     nodes = torch.tensor([3, 0, 3, 76, 10])
     selected = torch.as_tensor(features[nodes.numpy()].toarray())
     embeddings = model(nodes)
@@ -25,7 +33,7 @@ def test_igel_embedding_is_the_sparse_product_with_w_and_backpropagates_x_transp
     torch.testing.assert_close(model.weight.grad, selected.T @ upstream)
 
 
-def test_unseen_structures_start_at_zero_and_get_no_gradient():
+def test_unseen_structures_start_at_zero_and_get_no_gradient(layout):
     features = sp.csr_matrix(np.array([[0.5, 0.0, 0.5], [1.0, 0.0, 0.0]], dtype=np.float32))
     model = IGELEmbedding(features, dim=4)
     assert torch.all(model.weight[1] == 0) and torch.all(model.weight[0] != 0)
@@ -51,22 +59,22 @@ def pairwise_loss(
     return torch.stack(terms).mean()
 
 
-@pytest.mark.parametrize("scale, bias", [(1.0, 0.0), (0.7, -1.3)])
-def test_walk_loss_and_gradients_equal_the_pairwise_formula_and_autograd(scale, bias):
+@pytest.mark.parametrize("scale, bias, window", [(1.0, 0.0, 2), (0.7, -1.3, 2), (0.7, -1.3, 6)])
+def test_walk_loss_and_gradients_equal_the_pairwise_formula_and_autograd(scale, bias, window):
     generator = torch.Generator().manual_seed(0)
     table = torch.randn(9, 4, generator=generator, dtype=torch.float64, requires_grad=True)
     affine = torch.tensor([scale, bias], dtype=torch.float64, requires_grad=True)
     walks = np.array([[0, 1, 2, 3, 4], [5, 6, 7, END, END], [8, END, END, END, END]])
     negatives = np.random.default_rng(1).integers(9, size=(3, 5, 2))
-    reference = pairwise_loss(walks, table, negatives, window=2, affine=affine)
+    reference = pairwise_loss(walks, table, negatives, window=window, affine=affine)
     reference.backward()
     valid = torch.as_tensor(walks != END)
     walk_rows = torch.as_tensor(np.where(walks == END, 0, walks))
     loss, count, d_walks, d_negatives, d_affine = walk_skipgram_gradients(
-        table[walk_rows].detach(), valid, table[torch.as_tensor(negatives)].detach(), 2, scale, bias
+        table[walk_rows].detach(), valid, table[torch.as_tensor(negatives)].detach(), window, scale, bias
     )
     torch.testing.assert_close(d_affine, affine.grad)
-    assert count == 2 * (4 + 3) + 2 * (2 + 1)
+    assert count == (2 * (4 + 3) + 2 * (2 + 1) if window == 2 else 2 * (10 + 3))  # window 6 spans whole walks
     assert loss == pytest.approx(reference.item())
     grad = torch.zeros_like(table).index_add_(0, walk_rows.ravel(), d_walks.reshape(-1, 4))
     grad.index_add_(0, torch.as_tensor(negatives).ravel(), d_negatives.reshape(-1, 4))
@@ -74,7 +82,7 @@ def test_walk_loss_and_gradients_equal_the_pairwise_formula_and_autograd(scale, 
     assert torch.all(d_walks[~valid] == 0) and torch.all(d_negatives[~valid] == 0)
 
 
-def test_all_nodes_equals_forward_and_backpropagates_x_transposed():
+def test_all_nodes_equals_forward_and_backpropagates_x_transposed(layout):
     features = IGELEncoder(2).fit_transform(small_graphs()["zachary"])
     model = IGELEmbedding(features, dim=3)
     everything = model.all_nodes()

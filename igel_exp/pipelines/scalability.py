@@ -20,6 +20,7 @@ from omegaconf import DictConfig
 from igel_exp.data.registry import erdos_renyi_size
 from igel_exp.errors import ConfigError
 from igel_exp.memory import MIB, MemoryBudget, rss_mib
+from igel_exp.models import IGELEmbedding
 from igel_exp.pipelines import pipeline
 from igel_exp.pipelines.common import Stages, build_encoder, load, train_unsupervised
 from igel_exp.pipelines.isolation import in_child, note_run_id, run_isolated
@@ -37,7 +38,7 @@ _GENERATED_PER_NODE = 96  # index vectors and the string name of every vertex
 _EDGE_LIST_PER_EDGE = 192  # graph.get_edgelist(): a Python tuple per edge, then the int64 and CSR copies
 _BALL_ENTRY = 192  # encoder work per (source, ego-graph node) of a chunk in flight: products, masks, fields
 _FEATURE_NONZERO = 48  # int64 counts, float32 features, their stacked and normalised copies
-_MODEL_NONZERO = 40  # the embedding's buffers: X and its transpose (int64 indices, float32 values), and their copies
+_MODEL_NONZERO = 40  # a sparse embedding's buffers: X and its transpose (int64 indices, float32 values), their copies
 _WALK_STEP = 32  # a chunk of walks being drawn (int64, with the step's temporaries) and the one in training
 _BATCH_VALUE = 48  # forward and backward tensors of a batch, per (pair, dimension)
 
@@ -95,8 +96,10 @@ def plan_memory(graph: ig.Graph, config: DictConfig, base_mib: float) -> MemoryP
         nonzeros = blocks * per_node * n
         in_flight = _BALL_ENTRY * min(encoder.chunk_size, n) * ball * len(os.sched_getaffinity(0))  # a chunk a thread
         encode = base_mib + (edge_list + in_flight + _FEATURE_NONZERO * nonzeros) / MIB
-        weights = blocks * (encoder.distance + 1) * (max_degree + 1) * trainer.dim * 4 * 4  # W, grad, Adam
-        model = _MODEL_NONZERO * nonzeros + 8 * n + weights
+        width = blocks * (encoder.distance + 1) * (max_degree + 1)  # ℓ, the features
+        weights = width * trainer.dim * 4 * 4  # W, grad, Adam
+        dense = n * width <= IGELEmbedding.DENSE_FILL * nonzeros  # the embedding keeps X dense (float32)
+        model = (4 * n * width if dense else _MODEL_NONZERO * nonzeros) + 8 * n + weights
         held = 12 * nonzeros  # the features, as scipy keeps them
     else:
         ball = per_node = 0.0
