@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
@@ -156,25 +157,43 @@ def walk_skipgram_gradients(
     w, s, z, dim = negatives.shape
     span = 2 * window + 1
     around = F.pad(walks, (0, 0, window, window)).unfold(1, span, 1).transpose(2, 3)  # w × s × span × d
-    pairs = F.pad(valid, (window, window)).unfold(1, span, 1) & valid.unsqueeze(-1)  # w × s × span
-    pairs[..., window] = False
-    pairs = pairs.to(walks.dtype).reshape(w * s, span)
-    targets_at = pairs.sum(-1, keepdim=True)  # positive pairs per target position: the weight of its negatives
-    count = int(targets_at.sum())
     contexts = torch.cat([around, negatives], 2).view(w * s, span + z, dim)
     dot = torch.bmm(contexts, walks.view(w * s, dim, 1)).view(w * s, span + z)
-    weight = torch.cat([pairs, targets_at.expand(-1, z)], 1)
-    label = torch.cat([dot.new_ones(span), dot.new_zeros(z)])
+    if bool(valid.all()):  # walks end early only from isolated nodes: the weights of full walks are reused
+        weight, label, count = _full_walk_weights(w, s, window, z, walks.dtype, walks.device)
+    else:
+        weight, label, count = _walk_weights(valid, window, z, walks.dtype)
     logit = dot * scale + bias
     loss = F.binary_cross_entropy_with_logits(logit, label.expand_as(logit), weight, reduction="sum")
     g = torch.sigmoid(logit).sub_(label).mul_(weight)
     d_affine = torch.stack([(g * dot).sum(), g.sum()])
     g = g.mul_(scale)
     d_negatives = (g[:, span:, None] * walks.view(w * s, 1, dim)).view(w, s, z, dim)
-    g[:, :span] *= 2  # the Gram is symmetric: a positive pair reaches its target as target and as context
+    g[:, :span] *= 2  # e_t·e_c is symmetric: a positive pair reaches each end as target and as context
     d_walks = torch.bmm(g.unsqueeze(1), contexts).view(w, s, dim)
     normalise = 1.0 / max(count, 1)
     return float(loss) * normalise, count, d_walks.mul_(normalise), d_negatives.mul_(normalise), d_affine * normalise
+
+
+def _walk_weights(
+    valid: torch.Tensor, window: int, z: int, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Per walk position, the weights of its 2·window + 1 neighbours (1 for a positive pair, 0 for itself and
+    for padding) and of its z negatives (its number of positive pairs); the labels (1, then 0); the pair count."""
+    w, s = valid.shape
+    span = 2 * window + 1
+    pairs = F.pad(valid, (window, window)).unfold(1, span, 1) & valid.unsqueeze(-1)  # w × s × span
+    pairs[..., window] = False
+    pairs = pairs.to(dtype).reshape(w * s, span)
+    targets_at = pairs.sum(-1, keepdim=True)
+    weight = torch.cat([pairs, targets_at.expand(-1, z)], 1)
+    label = torch.cat([pairs.new_ones(span), pairs.new_zeros(z)])
+    return weight, label, int(targets_at.sum())
+
+
+@functools.lru_cache(maxsize=8)
+def _full_walk_weights(w: int, s: int, window: int, z: int, dtype: torch.dtype, device: torch.device):
+    return _walk_weights(torch.ones(w, s, dtype=torch.bool, device=device), window, z, dtype)
 
 
 @torch.no_grad()

@@ -59,22 +59,32 @@ def pairwise_loss(
     return torch.stack(terms).mean()
 
 
+WALKS = {  # walks, and their ordered positive pairs per window
+    "dead ends": (
+        np.array([[0, 1, 2, 3, 4], [5, 6, 7, END, END], [8, END, END, END, END]]),
+        {2: 2 * (7 + 3), 6: 2 * 13},
+    ),
+    "full": (np.array([[0, 1, 2, 3, 4], [5, 6, 7, 8, 0], [8, 1, 4, 6, 2]]), {2: 3 * 2 * 7, 6: 3 * 2 * 10}),
+}
+
+
+@pytest.mark.parametrize("walks_case", WALKS)
 @pytest.mark.parametrize("scale, bias, window", [(1.0, 0.0, 2), (0.7, -1.3, 2), (0.7, -1.3, 6)])
-def test_walk_loss_and_gradients_equal_the_pairwise_formula_and_autograd(scale, bias, window):
+def test_walk_loss_and_gradients_equal_the_pairwise_formula_and_autograd(scale, bias, window, walks_case):
     generator = torch.Generator().manual_seed(0)
     table = torch.randn(9, 4, generator=generator, dtype=torch.float64, requires_grad=True)
     affine = torch.tensor([scale, bias], dtype=torch.float64, requires_grad=True)
-    walks = np.array([[0, 1, 2, 3, 4], [5, 6, 7, END, END], [8, END, END, END, END]])
+    walks, pair_counts = WALKS[walks_case]
     negatives = np.random.default_rng(1).integers(9, size=(3, 5, 2))
     reference = pairwise_loss(walks, table, negatives, window=window, affine=affine)
     reference.backward()
     valid = torch.as_tensor(walks != END)
     walk_rows = torch.as_tensor(np.where(walks == END, 0, walks))
-    loss, count, d_walks, d_negatives, d_affine = walk_skipgram_gradients(
-        table[walk_rows].detach(), valid, table[torch.as_tensor(negatives)].detach(), window, scale, bias
-    )
+    inputs = table[walk_rows].detach(), valid, table[torch.as_tensor(negatives)].detach(), window, scale, bias
+    walk_skipgram_gradients(*inputs)  # full walks reuse their weights: a second call must not see them changed
+    loss, count, d_walks, d_negatives, d_affine = walk_skipgram_gradients(*inputs)
     torch.testing.assert_close(d_affine, affine.grad)
-    assert count == (2 * (4 + 3) + 2 * (2 + 1) if window == 2 else 2 * (10 + 3))  # window 6 spans whole walks
+    assert count == pair_counts[window]
     assert loss == pytest.approx(reference.item())
     grad = torch.zeros_like(table).index_add_(0, walk_rows.ravel(), d_walks.reshape(-1, 4))
     grad.index_add_(0, torch.as_tensor(negatives).ravel(), d_negatives.reshape(-1, 4))
