@@ -148,17 +148,20 @@ def walk_skipgram_gradients(
     negatives: z noise embeddings per walk position (w × s × z × d), shared by the positive pairs whose
     target sits at that position. The positive pairs are the (target, context) pairs at most `window`
     steps apart, in both orders. A pair's logit is scale · e_t·e_o + bias (the authors' model; scale 1,
-    bias 0 is the paper's σ(e_t·e_o)). Every walk position is scored against its 2·window + 1 neighbours
-    (a strided view of the padded walk, the position itself masked out) and its z negatives at once: one
-    product, one loss, one gradient product, instead of per-pair gathers or a walk's whole Gram matrix.
+    bias 0 is the paper's σ(e_t·e_o)). A walk's positive dot products are the band of its Gram matrix (one
+    batched product, read through a strided view of its diagonals), its negatives' one batched product more;
+    the gradients come back through the same band: each position's embedding is read once, and nothing of size
+    window × d is written per position (44 MB a batch with Facebook's d = 256).
 
     Returns (loss, number of positive pairs, d/d walks, d/d negatives, d/d (scale, bias)).
     """
     w, s, z, dim = negatives.shape
-    span = 2 * window + 1
-    around = F.pad(walks, (0, 0, window, window)).unfold(1, span, 1).transpose(2, 3)  # w × s × span × d
-    contexts = torch.cat([around, negatives], 2).view(w * s, span + z, dim)
-    dot = torch.bmm(contexts, walks.view(w * s, dim, 1)).view(w * s, span + z)
+    span, wide = 2 * window + 1, s + 2 * window
+    gram = F.pad(torch.bmm(walks, walks.transpose(1, 2)), (window, window))  # w × s × wide, zero-padded columns
+    band = (w, s, span), (s * wide, wide + 1, 1)  # a view of the diagonals: [b, t, k] = gram[b, t, t + k − window]
+    flat_negatives = negatives.view(w * s, z, dim)
+    negative_dot = torch.bmm(flat_negatives, walks.view(w * s, dim, 1)).view(w * s, z)
+    dot = torch.cat([gram.as_strided(*band).reshape(w * s, span), negative_dot], 1)  # w·s × (span + z)
     if bool(valid.all()):  # walks end early only from isolated nodes: the weights of full walks are reused
         weight, label, count = _full_walk_weights(w, s, window, z, walks.dtype, walks.device)
     else:
@@ -168,9 +171,13 @@ def walk_skipgram_gradients(
     g = torch.sigmoid(logit).sub_(label).mul_(weight)
     d_affine = torch.stack([(g * dot).sum(), g.sum()])
     g = g.mul_(scale)
-    d_negatives = (g[:, span:, None] * walks.view(w * s, 1, dim)).view(w, s, z, dim)
-    g[:, :span] *= 2  # e_t·e_c is symmetric: a positive pair reaches each end as target and as context
-    d_walks = torch.bmm(g.unsqueeze(1), contexts).view(w, s, dim)
+    g_gram = torch.zeros_like(gram)
+    g_gram.as_strided(*band).copy_(g[:, :span].view(w, s, span))
+    # symmetric (e_t·e_c = e_c·e_t, both orders weighted alike): each pair reaches both ends, as target and context
+    d_walks = torch.bmm(g_gram[:, :, window : window + s], walks).mul_(2)
+    g_negative = g[:, span:]
+    d_walks += torch.bmm(g_negative.unsqueeze(1), flat_negatives).view(w, s, dim)
+    d_negatives = (g_negative.unsqueeze(-1) * walks.view(w * s, 1, dim)).view(w, s, z, dim)
     normalise = 1.0 / max(count, 1)
     return float(loss) * normalise, count, d_walks.mul_(normalise), d_negatives.mul_(normalise), d_affine * normalise
 
