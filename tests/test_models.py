@@ -16,7 +16,8 @@ from conftest import small_graphs
 @pytest.fixture(params=["dense", "sparse"])
 def layout(request, monkeypatch):
     """IGELEmbedding keeps X dense or as CSR depending on its fill; both layouts must give the same maths."""
-    monkeypatch.setattr(IGELEmbedding, "DENSE_FILL", 10**9 if request.param == "dense" else 0)
+    monkeypatch.setattr(IGELEmbedding, "DENSE_WIDTH", 10**9 if request.param == "dense" else 0)
+    monkeypatch.setattr(IGELEmbedding, "DENSE_FILL", 10**9)
     return request.param
 
 
@@ -31,6 +32,19 @@ def test_igel_embedding_is_the_sparse_product_with_w_and_backpropagates_x_transp
     upstream = torch.randn_like(embeddings)
     embeddings.backward(upstream)
     torch.testing.assert_close(model.weight.grad, selected.T @ upstream)
+
+
+def test_features_are_dense_only_when_few_and_not_too_sparse():
+    def fill(width: int, per_row: int) -> sp.csr_matrix:
+        rows = np.repeat(np.arange(50), per_row)
+        columns = np.concatenate(
+            [np.random.default_rng(row).choice(width, per_row, replace=False) for row in range(50)]
+        )
+        return sp.csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, columns)), shape=(50, width))
+
+    assert IGELEmbedding(fill(64, 4), 3).dense  # few features, 1 in 16 nonzero
+    assert not IGELEmbedding(fill(64, 1), 3).dense  # 1 in 64: the dense copy would be mostly zeros
+    assert not IGELEmbedding(fill(512, 128), 3).dense  # too many features for dense products
 
 
 def test_unseen_structures_start_at_zero_and_get_no_gradient(layout):
