@@ -34,7 +34,7 @@ class IGELEmbedding(nn.Module):
         super().__init__()
         features = sp.csr_matrix(features)
         n_nodes, width = features.shape
-        self.dense = width <= self.DENSE_WIDTH and n_nodes * width <= self.DENSE_FILL * features.nnz
+        self.dense = self.keeps_dense(n_nodes, width, features.nnz)
         if self.dense:
             self.register_buffer("rows", torch.as_tensor(features.astype(np.float32).toarray()))
         else:
@@ -49,6 +49,11 @@ class IGELEmbedding(nn.Module):
             seen = torch.zeros(width, dtype=torch.bool)
             seen[torch.as_tensor(features.indices, dtype=torch.int64)] = True
             self.weight[~seen] = 0.0
+
+    @classmethod
+    def keeps_dense(cls, n_nodes: int, width: int, nonzeros: float) -> bool:
+        """Whether features of this shape and number of nonzeros are kept dense."""
+        return width <= cls.DENSE_WIDTH and n_nodes * width <= cls.DENSE_FILL * nonzeros
 
     @property
     def n_nodes(self) -> int:

@@ -24,7 +24,7 @@ from hydra import compose, initialize_config_module
 
 from igel_exp.data import Dataset
 from igel_exp.pipelines.common import Stages, build_encoder, load, train_unsupervised
-from igel_exp.pipelines.link_prediction import cached_split
+from igel_exp.pipelines.link_prediction import configured_split
 from igel_exp.tasks.link_prediction import EdgeSplit, link_prediction_scores
 from igel_exp.tracking import tracked_run
 
@@ -62,17 +62,14 @@ def main() -> None:
     with initialize_config_module(config_module="igel_exp.conf", version_base="1.3"):
         config = compose(config_name="config", overrides=overrides)
     dataset = load(config)
-    task = config.task
-    split, _, _ = cached_split(
-        dataset, task.removed_fraction, config.seed, Path(task.split_cache).expanduser() if task.split_cache else None
-    )
+    split, _, _ = configured_split(dataset, config)
     names = dataset.graph.vs["name"]
     print(f"{args.dataset}, seed {args.seed}, {' '.join(args.overrides) or 'defaults'}")
     for label, variant in [("leak-free", split), ("authors' leak", leaky(split, args.leaked, args.edge_negatives, 0))]:
         residual = Dataset(dataset.name, variant.residual_graph(names), dataset.report)
         with tracked_run(config, "split_leak_check") as logger:
             embeddings = train_unsupervised(residual, config, build_encoder(config.encoder, False), logger, Stages())
-        scores = link_prediction_scores(embeddings, variant, config.seed, task.validation_fraction)
+        scores = link_prediction_scores(embeddings, variant, config.seed, config.task.validation_fraction)
         print(
             f"{label:<14} residual edges {len(variant.residual):>7}: AUC {scores['auc']:.4f}"
             f" (validation {scores['val_auc']:.4f})",

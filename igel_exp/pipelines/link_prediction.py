@@ -66,6 +66,13 @@ def cached_split(dataset: Dataset, fraction: float, seed: int, cache: Path | Non
 _PARTS = ("residual", "positives", "negatives")
 
 
+def configured_split(dataset: Dataset, config: DictConfig) -> tuple[EdgeSplit, str, bool]:
+    """cached_split with the run's settings: task.removed_fraction, seed and task.split_cache."""
+    task = config.task
+    cache = Path(task.split_cache).expanduser() if task.split_cache else None
+    return cached_split(dataset, task.removed_fraction, config.seed, cache)
+
+
 @pipeline("link_prediction")
 def link_prediction(config: DictConfig) -> dict[str, float]:
     """Learn embeddings on the residual graph, score held-out edges against non-edges by ROC AUC."""
@@ -77,8 +84,7 @@ def link_prediction(config: DictConfig) -> dict[str, float]:
             dataset = load(config)
         logger.metrics(dataset.report.as_metrics())
         with stages("split"):
-            cache = Path(task.split_cache).expanduser() if task.split_cache else None
-            split, key, hit = cached_split(dataset, task.removed_fraction, config.seed, cache)
+            split, key, hit = configured_split(dataset, config)
         logger.metrics(split.sizes())
         logger.tags({"split": key, "split_cache": "hit" if hit else "miss"})
         residual = Dataset(dataset.name, split.residual_graph(dataset.graph.vs["name"]), dataset.report)

@@ -98,8 +98,7 @@ def plan_memory(graph: ig.Graph, config: DictConfig, base_mib: float) -> MemoryP
         encode = base_mib + (edge_list + in_flight + _FEATURE_NONZERO * nonzeros) / MIB
         width = blocks * (encoder.distance + 1) * (max_degree + 1)  # ℓ, the features
         weights = width * trainer.dim * 4 * 4  # W, grad, Adam
-        # the embedding keeps X dense (float32) when it has few features, not too sparse
-        dense = width <= IGELEmbedding.DENSE_WIDTH and n * width <= IGELEmbedding.DENSE_FILL * nonzeros
+        dense = IGELEmbedding.keeps_dense(n, width, nonzeros)  # then X is held as float32 |V| × ℓ
         model = (4 * n * width if dense else _MODEL_NONZERO * nonzeros) + 8 * n + weights
         held = 12 * nonzeros  # the features, as scipy keeps them
     else:
