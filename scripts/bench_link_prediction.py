@@ -1,7 +1,8 @@
 """Benchmark: one seed of Facebook link prediction end to end, and the skip-gram trainer against gensim.
 
     pip install ".[bench]"      # gensim: a benchmark-only dependency
-    python scripts/bench_link_prediction.py [--data-root DIR] [--skip-end-to-end] [--skip-throughput]
+    python scripts/bench_link_prediction.py [--data-root DIR] [--device auto|cpu|cuda] [--skip-end-to-end]
+                                            [--skip-throughput]
 
 1. End to end: `igel-run experiment=link_prediction` (Facebook, the experiment's defaults, seed 0) in this
    process against a temporary MLflow store; prints the time and peak memory of every stage and the AUC.
@@ -9,7 +10,8 @@
    d = 256, batches of 250,000 pairs): our trainer's positive pairs per second, with the IGEL model and with
    free embeddings (DeepWalk's model, the one gensim trains), next to gensim Word2Vec's (skip-gram, negative
    sampling, no subsampling) words per second and the positive pairs per second those words hold (gensim
-   shrinks each word's window to a uniform 1..window, about half the pairs of ours).
+   shrinks each word's window to a uniform 1..window, about half the pairs of ours). Our trainer runs on
+   --device (auto: the GPU when there is one, as igel-run's trainer.device=auto); gensim always on the CPU.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from igel_exp import pipelines
 from igel_exp.data import DataContext, load_dataset
 from igel_exp.encoding import IGELEncoder
 from igel_exp.models import FreeEmbedding, IGELEmbedding
-from igel_exp.training import SkipGramTrainer
+from igel_exp.training import SkipGramTrainer, resolve_device
 from igel_exp.walks import END, CSRGraph, positive_pairs, random_walks
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,7 +44,7 @@ def data_root(configured: str | None) -> Path:
     raise SystemExit("Facebook not found: pass --data-root or set IGEL_DATA_DIR")
 
 
-def end_to_end(root: Path, overrides: list[str]) -> None:
+def end_to_end(root: Path, device: torch.device, overrides: list[str]) -> None:
     with tempfile.TemporaryDirectory() as store, initialize_config_module("igel_exp.conf", version_base="1.3"):
         config = compose(
             "config",
@@ -52,6 +54,7 @@ def end_to_end(root: Path, overrides: list[str]) -> None:
                 "progress=false",
                 f"tracking.uri=sqlite:///{store}/mlflow.db",
                 f"task.split_cache={store}/splits",
+                f"trainer.device={device}",
                 *overrides,
             ],
         )
@@ -59,7 +62,8 @@ def end_to_end(root: Path, overrides: list[str]) -> None:
         start = time.perf_counter()
         metrics = pipelines.run(config)
         total = time.perf_counter() - start
-    print(f"Facebook link prediction, seed 0, {' '.join(overrides) or 'experiment defaults'}: AUC {metrics['auc']:.4f}")
+    settings = " ".join(overrides) or "experiment defaults"
+    print(f"Facebook link prediction, seed 0, {settings}, trainer on {device}: AUC {metrics['auc']:.4f}")
     print(f"{'stage':<10} {'seconds':>8} {'peak MiB':>9}")
     for stage in ("load", "split", "encode", "walks", "train", "evaluate"):
         if f"time_{stage}_s" in metrics:
@@ -80,7 +84,7 @@ def gensim_pairs(walks: np.ndarray, window: int) -> float:
     return total
 
 
-def throughput(root: Path) -> None:
+def throughput(root: Path, device: torch.device) -> None:
     graph = load_dataset({"name": "facebook"}, DataContext(root, False, 0)).graph
     csr = CSRGraph.from_igraph(graph)
     walks = random_walks(
@@ -91,16 +95,20 @@ def throughput(root: Path) -> None:
     threads = torch.get_num_threads()
     print(
         f"\nthroughput on {len(walks)} walks of {WALK_LENGTH} ({pairs:,} positive pairs), d={DIM}, window "
-        f"{WINDOW}, {NEGATIVES} negatives, {threads} threads"
+        f"{WINDOW}, {NEGATIVES} negatives, {threads} CPU threads, our trainer on {device_name(device)}"
     )
     ours = {}
     for name, model in [
         ("igel-exp, IGEL model", IGELEmbedding(features, DIM)),
         ("igel-exp, free embeddings", FreeEmbedding(graph.vcount(), DIM)),
     ]:
-        trainer = SkipGramTrainer(1, BATCH, 0.01, NEGATIVES, WINDOW, torch.device("cpu"), seed=0, progress=False)
+        trainer = SkipGramTrainer(1, BATCH, 0.01, NEGATIVES, WINDOW, device, seed=0, progress=False)
+        if device.type == "cuda":  # the first step pays CUDA's start-up (context, kernels, cuBLAS): not timed
+            trainer.fit(model, lambda rng: [walks[:1]])
         start = time.perf_counter()
         trainer.fit(model, lambda rng: [walks])
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         ours[name] = pairs / (time.perf_counter() - start)
         print(f"{name:<28} {ours[name]:>12,.0f} positive pairs/s")
     try:
@@ -123,18 +131,23 @@ def throughput(root: Path) -> None:
         print(f"ratio {name} / gensim: {value / reference:.2f}× in positive pairs/s")
 
 
+def device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "the CPU"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-root")
+    parser.add_argument("--device", default="auto", help="our trainer's device (default: auto)")
     parser.add_argument("--skip-end-to-end", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("overrides", nargs="*", help="extra igel-run overrides for the end-to-end run")
     args = parser.parse_args()
-    root = data_root(args.data_root)
+    root, device = data_root(args.data_root), resolve_device(args.device)
     if not args.skip_end_to_end:
-        end_to_end(root, args.overrides)
+        end_to_end(root, device, args.overrides)
     if not args.skip_throughput:
-        throughput(root)
+        throughput(root, device)
 
 
 if __name__ == "__main__":

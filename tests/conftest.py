@@ -8,6 +8,7 @@ from pathlib import Path
 
 import igraph as ig
 import pytest
+import torch
 import yaml
 from hydra import compose, initialize_config_module
 from mlflow.tracking import MlflowClient
@@ -48,6 +49,14 @@ def small_graphs() -> dict[str, ig.Graph]:
         "lattice": ig.Graph.Lattice([5, 6], circular=False),
         "empty": ig.Graph(4),
     }
+
+
+@pytest.fixture(
+    params=["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))]
+)
+def device(request) -> torch.device:
+    """Each device the maths must hold on: the CPU, and the GPU where there is one (CI has none)."""
+    return torch.device(request.param)
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from igel_exp.encoding import IGELEncoder
 from igel_exp.models import FreeEmbedding, IGELEmbedding, embed_all, walk_skipgram_gradients
-from igel_exp.training import SkipGramTrainer, resolve_device
+from igel_exp.training import SkipGramTrainer, resolve_device, seed_everything
 from igel_exp.walks import END, CSRGraph, epoch_walks
 
 from conftest import small_graphs
@@ -21,12 +21,12 @@ def layout(request, monkeypatch):
     return request.param
 
 
-def test_igel_embedding_is_the_sparse_product_with_w_and_backpropagates_x_transposed(layout):
+def test_igel_embedding_is_the_sparse_product_with_w_and_backpropagates_x_transposed(layout, device):
     features = IGELEncoder(2).fit_transform(small_graphs()["miserables"])
-    model = IGELEmbedding(features, dim=5)
+    model = IGELEmbedding(features, dim=5).to(device)
     assert model.dense == (layout == "dense")
-    nodes = torch.tensor([3, 0, 3, 76, 10])
-    selected = torch.as_tensor(features[nodes.numpy()].toarray())
+    nodes = torch.tensor([3, 0, 3, 76, 10], device=device)
+    selected = torch.as_tensor(features[nodes.cpu().numpy()].toarray(), device=device)
     embeddings = model(nodes)
     torch.testing.assert_close(embeddings, selected @ model.weight)
     upstream = torch.randn_like(embeddings)
@@ -84,7 +84,7 @@ WALKS = {  # walks, and their ordered positive pairs per window
 
 @pytest.mark.parametrize("walks_case", WALKS)
 @pytest.mark.parametrize("scale, bias, window", [(1.0, 0.0, 2), (0.7, -1.3, 2), (0.7, -1.3, 6)])
-def test_walk_loss_and_gradients_equal_the_pairwise_formula_and_autograd(scale, bias, window, walks_case):
+def test_walk_loss_and_gradients_equal_the_pairwise_formula_and_autograd(scale, bias, window, walks_case, device):
     generator = torch.Generator().manual_seed(0)
     table = torch.randn(9, 4, generator=generator, dtype=torch.float64, requires_grad=True)
     affine = torch.tensor([scale, bias], dtype=torch.float64, requires_grad=True)
@@ -92,28 +92,29 @@ def test_walk_loss_and_gradients_equal_the_pairwise_formula_and_autograd(scale, 
     negatives = np.random.default_rng(1).integers(9, size=(3, 5, 2))
     reference = pairwise_loss(walks, table, negatives, window=window, affine=affine)
     reference.backward()
-    valid = torch.as_tensor(walks != END)
-    walk_rows = torch.as_tensor(np.where(walks == END, 0, walks))
-    inputs = table[walk_rows].detach(), valid, table[torch.as_tensor(negatives)].detach(), window, scale, bias
+    valid = torch.as_tensor(walks != END, device=device)
+    walk_rows = torch.as_tensor(np.where(walks == END, 0, walks), device=device)
+    on_device = table.detach().to(device)
+    inputs = on_device[walk_rows], valid, on_device[torch.as_tensor(negatives, device=device)], window, scale, bias
     walk_skipgram_gradients(*inputs)  # full walks reuse their weights: a second call must not see them changed
     loss, count, d_walks, d_negatives, d_affine = walk_skipgram_gradients(*inputs)
-    torch.testing.assert_close(d_affine, affine.grad)
+    torch.testing.assert_close(d_affine.cpu(), affine.grad)
     assert count == pair_counts[window]
     assert loss == pytest.approx(reference.item())
-    grad = torch.zeros_like(table).index_add_(0, walk_rows.ravel(), d_walks.reshape(-1, 4))
-    grad.index_add_(0, torch.as_tensor(negatives).ravel(), d_negatives.reshape(-1, 4))
-    torch.testing.assert_close(grad, table.grad)
+    grad = torch.zeros_like(on_device).index_add_(0, walk_rows.ravel(), d_walks.reshape(-1, 4))
+    grad.index_add_(0, torch.as_tensor(negatives, device=device).ravel(), d_negatives.reshape(-1, 4))
+    torch.testing.assert_close(grad.cpu(), table.grad)
     assert torch.all(d_walks[~valid] == 0) and torch.all(d_negatives[~valid] == 0)
 
 
-def test_all_nodes_equals_forward_and_backpropagates_x_transposed(layout):
+def test_all_nodes_equals_forward_and_backpropagates_x_transposed(layout, device):
     features = IGELEncoder(2).fit_transform(small_graphs()["zachary"])
-    model = IGELEmbedding(features, dim=3)
+    model = IGELEmbedding(features, dim=3).to(device)
     everything = model.all_nodes()
-    torch.testing.assert_close(everything, model(torch.arange(model.n_nodes)))
+    torch.testing.assert_close(everything, model(torch.arange(model.n_nodes, device=device)))
     upstream = torch.randn_like(everything)
     everything.backward(upstream)
-    dense = torch.as_tensor(features.toarray())
+    dense = torch.as_tensor(features.toarray(), device=device)
     torch.testing.assert_close(model.weight.grad, dense.T @ upstream)
 
 
@@ -125,8 +126,8 @@ def test_device_selection():
             resolve_device("cuda")
 
 
-def _train(graph: ig.Graph, seed: int) -> tuple[np.ndarray, list[float]]:
-    torch.manual_seed(0)
+def _train(graph: ig.Graph, seed: int, device: torch.device) -> tuple[np.ndarray, list[float]]:
+    seed_everything(0)
     model = IGELEmbedding(IGELEncoder(1).fit_transform(graph), dim=8)
     csr = CSRGraph.from_igraph(graph)
     trainer = SkipGramTrainer(
@@ -135,19 +136,19 @@ def _train(graph: ig.Graph, seed: int) -> tuple[np.ndarray, list[float]]:
         lr=0.05,
         negatives=5,
         window=3,
-        device=torch.device("cpu"),
+        device=device,
         seed=seed,
         progress=False,
     )
     history = trainer.fit(model, lambda rng: epoch_walks(csr, 2, 20, rng, walks_per_chunk=50))
-    return embed_all(model, torch.device("cpu")), history
+    return embed_all(model, device), history
 
 
-def test_training_lowers_the_loss_and_is_reproducible():
+def test_training_lowers_the_loss_and_is_reproducible(device):
     graph = small_graphs()["miserables"]
-    first, history = _train(graph, seed=3)
-    again, history_again = _train(graph, seed=3)
-    other, _ = _train(graph, seed=4)
+    first, history = _train(graph, seed=3, device=device)
+    again, history_again = _train(graph, seed=3, device=device)
+    other, _ = _train(graph, seed=4, device=device)
     assert history[-1] < history[0]
     assert history == history_again
     np.testing.assert_array_equal(first, again)
