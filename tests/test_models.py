@@ -21,11 +21,13 @@ def layout(request, monkeypatch):
     return request.param
 
 
-def test_igel_embedding_is_the_sparse_product_with_w_and_backpropagates_x_transposed(layout, device):
+@pytest.mark.parametrize("ids", [[3, 0, 3, 76, 10], [5, 9, 5, 0, 76] * 5], ids=["few", "many repeats"])
+def test_igel_embedding_is_the_sparse_product_with_w_and_backpropagates_x_transposed(layout, device, ids):
     features = IGELEncoder(2).fit_transform(small_graphs()["miserables"])
     model = IGELEmbedding(features, dim=5).to(device)
     assert model.dense == (layout == "dense")
-    nodes = torch.tensor([3, 0, 3, 76, 10], device=device)
+    assert (IGELEmbedding.REPEATS * len(ids) >= model.n_nodes) == (len(ids) > 5)  # the sparse layout dedupes these
+    nodes = torch.tensor(ids, device=device)
     selected = torch.as_tensor(features[nodes.cpu().numpy()].toarray(), device=device)
     embeddings = model(nodes)
     torch.testing.assert_close(embeddings, selected @ model.weight)
