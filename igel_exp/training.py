@@ -157,9 +157,12 @@ class SkipGramTrainer:
             scale,
             bias,
         )
-        grad = torch.cat([d_walks.view(-1, dim), d_negatives.view(-1, dim)])
-        if whole:
-            grad = torch.zeros_like(embeddings).index_add_(0, nodes, grad)
+        d_walks, d_negatives = d_walks.view(-1, dim), d_negatives.view(-1, dim)
+        if whole:  # each position's gradient summed into its node's row, both halves straight from where they are
+            grad = torch.zeros_like(embeddings).index_add_(0, nodes[: w * s], d_walks)
+            grad.index_add_(0, nodes[w * s :], d_negatives)
+        else:
+            grad = torch.cat([d_walks, d_negatives])
         grads = list(torch.autograd.grad(embeddings, weights, grad))
         optimiser.step([*grads, d_affine] if self.logit_affine else grads)
         return loss, count

@@ -13,11 +13,14 @@ from igel_exp.walks import END, CSRGraph, epoch_walks
 from conftest import small_graphs
 
 
-@pytest.fixture(params=["dense", "sparse"])
+@pytest.fixture(params=["dense", "sparse", "hybrid"])
 def layout(request, monkeypatch):
-    """IGELEmbedding keeps X dense or as CSR depending on its fill; both layouts must give the same maths."""
+    """IGELEmbedding keeps X dense, as CSR, or its most filled columns dense and the rest as CSR, depending on
+    its fill; every layout must give the same maths."""
     monkeypatch.setattr(IGELEmbedding, "DENSE_WIDTH", 10**9 if request.param == "dense" else 0)
     monkeypatch.setattr(IGELEmbedding, "DENSE_FILL", 10**9)
+    if request.param == "sparse":
+        monkeypatch.setattr(IGELEmbedding, "HOT_FILL", 0)
     return request.param
 
 
@@ -26,6 +29,8 @@ def test_igel_embedding_is_the_sparse_product_with_w_and_backpropagates_x_transp
     features = IGELEncoder(2).fit_transform(small_graphs()["miserables"])
     model = IGELEmbedding(features, dim=5).to(device)
     assert model.dense == (layout == "dense")
+    assert model.rows.shape[1] == {"dense": features.shape[1], "sparse": 0}.get(layout, model.rows.shape[1])
+    assert layout != "hybrid" or 0 < model.rows.shape[1] < features.shape[1]
     assert (IGELEmbedding.REPEATS * len(ids) >= model.n_nodes) == (len(ids) > 5)  # the sparse layout dedupes these
     nodes = torch.tensor(ids, device=device)
     selected = torch.as_tensor(features[nodes.cpu().numpy()].toarray(), device=device)
@@ -47,6 +52,14 @@ def test_features_are_dense_only_when_few_and_not_too_sparse():
     assert IGELEmbedding(fill(64, 4), 3).dense  # few features, 1 in 16 nonzero
     assert not IGELEmbedding(fill(64, 1), 3).dense  # 1 in 64: the dense copy would be mostly zeros
     assert not IGELEmbedding(fill(512, 128), 3).dense  # too many features for dense products
+    # beside sparse ones, the columns that at least 1 node in HOT_FILL has are dense: 9 and the last here
+    features = sp.hstack([fill(512, 1), sp.csr_matrix(np.ones((50, 1), dtype=np.float32))]).tolil()
+    features[:5, 7] = 1.0
+    features[:12, 9] = 1.0
+    features = features.tocsr()
+    model = IGELEmbedding(features, 3)
+    assert model.hot.tolist() == [9, 512] and not model.dense
+    assert torch.equal(model.rows, torch.as_tensor(features[:, [9, 512]].toarray()))
 
 
 def test_unseen_structures_start_at_zero_and_get_no_gradient(layout):
