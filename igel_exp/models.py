@@ -44,8 +44,7 @@ class IGELEmbedding(nn.Module):
         n_nodes, width = features.shape
         self.dense = self.keeps_dense(n_nodes, width, features.nnz)
         hot = np.bincount(features.indices, minlength=width) * self.HOT_FILL >= max(n_nodes, 1)
-        if self.dense:
-            hot[:] = True
+        hot |= self.dense
         self.register_buffer("rows", torch.as_tensor(features[:, hot].toarray()))  # the dense columns
         self.register_buffer("hot", None if self.dense else torch.as_tensor(np.flatnonzero(hot)))
         if not self.dense:

@@ -454,7 +454,7 @@ def _number(value: float | None, signed: bool = False) -> str:
     if value is None:
         return "—"
     size = abs(value)
-    digits = 3 if size < 10 else 2 if size < 100 else 1
+    digits = 3 if size < 10 else 2 if size < 100 else 0 if float(value).is_integer() else 1  # counts: 854, not 854.0
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 

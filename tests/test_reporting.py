@@ -9,7 +9,7 @@ from mlflow.tracking import MlflowClient
 
 from igel_exp.identity import HASH_TAG
 from igel_exp.plan import load_plan
-from igel_exp.reporting import Aggregate, Missing, aggregate, build_table, load_runs
+from igel_exp.reporting import Aggregate, Missing, _number, aggregate, build_table, load_runs
 from igel_exp.reproduce import report_main
 
 CORRELATIONS = {
@@ -78,6 +78,15 @@ def test_aggregate_is_mean_sample_std_and_count():
     assert (three.mean, three.std, three.n) == pytest.approx((0.7, 0.2, 3))
     assert aggregate([0.3, math.nan]) == Aggregate(0.3, None, 1)
     assert aggregate([]) is None
+
+
+@pytest.mark.parametrize(
+    "value, signed, text",
+    [(0.97612, False, "0.976"), (13.324, False, "13.32"), (854.0, False, "854"), (851.4, False, "851.4"),
+     (-0.0081, True, "-0.008"), (12.0, True, "+12.00"), (None, False, "—")],
+)  # fmt: skip
+def test_numbers_are_rounded_by_their_size_and_whole_counts_stay_whole(value, signed, text):
+    assert _number(value, signed=signed) == text
 
 
 def test_seeds_of_a_config_are_aggregated_once_each(correlations):

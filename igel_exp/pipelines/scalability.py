@@ -99,6 +99,7 @@ def plan_memory(graph: ig.Graph, config: DictConfig, base_mib: float) -> MemoryP
         width = blocks * (encoder.distance + 1) * (max_degree + 1)  # ℓ, the features
         weights = width * trainer.dim * 4 * 4  # W, grad, Adam
         dense = IGELEmbedding.keeps_dense(n, width, nonzeros)  # then X is held as float32 |V| × ℓ
+        # sparse: an upper bound, as the columns IGELEmbedding keeps dense beside the CSR take less than sparse
         model = (4 * n * width if dense else _MODEL_NONZERO * nonzeros) + 8 * n + weights
         held = 12 * nonzeros  # the features, as scipy keeps them
     else:
