@@ -10,6 +10,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from igel_exp import pipelines
 from igel_exp.errors import IgelError
+from igel_exp.tracking import sigterm_interrupts
 
 CONFIG_PATH = "pkg://igel_exp.conf"
 
@@ -18,10 +19,14 @@ CONFIG_PATH = "pkg://igel_exp.conf"
 def main(config: DictConfig) -> float | None:
     """Run one experiment (or, with -m, one job of a sweep) as an MLflow run."""
     try:
-        metrics = pipelines.run(config)
+        with sigterm_interrupts():
+            metrics = pipelines.run(config)
     except (IgelError, OmegaConfBaseException) as error:
         # user input problems: one line, no traceback; the MLflow run (if any) is already FAILED
         sys.exit(f"igel-run: error: {str(error).splitlines()[0]}")
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the run in progress is already FAILED
+        print("igel-run: interrupted; the run in progress ended FAILED", file=sys.stderr)
+        sys.exit(130)
     objective = config.task.get("objective")
     return metrics.get(objective) if objective else None
 

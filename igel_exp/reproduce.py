@@ -18,12 +18,9 @@ import argparse
 import copy
 import logging
 import os
-import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +31,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from igel_exp.errors import ConfigError, DataError, IgelError
 from igel_exp.plan import PROFILES, Job, Plan, default_experiments_dir, load_plan, table_files
 from igel_exp.reporting import FORMATS, SUFFIXES, StoredRun, Table, build_table, finished_by_hash, load_runs, render
-from igel_exp.tracking import PARENT_RUN_ENV, SWEEP_TAG, tracking_uri, use_store
+from igel_exp.tracking import PARENT_RUN_ENV, SWEEP_TAG, sigterm_interrupts, tracking_uri, use_store
 
 log = logging.getLogger(__name__)
 
@@ -288,7 +285,7 @@ def reproduce_main(argv: Sequence[str] | None = None) -> int:
         outcomes = {}
         for plan in plans:
             try:
-                with _sigterm_interrupts():
+                with sigterm_interrupts():
                     outcomes[plan.name] = run_plan(plan, uri, runner)
             except KeyboardInterrupt:
                 print(f"igel-reproduce: interrupted in {plan.name}; rerun the same command to resume", file=sys.stderr)
@@ -302,24 +299,6 @@ def reproduce_main(argv: Sequence[str] | None = None) -> int:
     except IgelError as error:
         errors.append(str(error).splitlines()[0])
     return _fail("igel-reproduce", errors)
-
-
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM (kill, Slurm's time limit) stops the jobs as Ctrl-C does: the run in progress ends FAILED instead of
-    staying RUNNING. Only the main thread may set signal handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def report() -> None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -138,6 +140,24 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
         except BaseException as error:
             mlflow.set_tag("error", f"{type(error).__name__}: {error}"[:5000])
             raise
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (kill, Slurm's time limit) stops the work as Ctrl-C does: the run in progress ends FAILED instead of
+    staying RUNNING. Only the main thread may set signal handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class SweepCallback(Callback):

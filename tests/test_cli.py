@@ -1,6 +1,7 @@
 """igel-run as users call it: composed configs, end-to-end runs, errors, packaging."""
 
 import os
+import signal
 import subprocess
 import sys
 import zipfile
@@ -101,6 +102,24 @@ def test_a_failure_inside_a_run_leaves_it_failed(compose_config, tracking_uri, t
         pipelines.run(compose_config(*QUICK, "task.k_min=500", "task.k_max=600"))
     [run] = runs(tmp_path).itertuples()
     assert run.status == "FAILED"
+
+
+def test_sigterm_ends_the_run_in_progress_failed(tmp_path):
+    command = [sys.executable, "-c", "from igel_exp.cli import main; main()", "trainer.epochs=100000", "progress=false"]
+    env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    process = subprocess.Popen(command, cwd=tmp_path, env=env, text=True, **pipes)
+    try:
+        for line in process.stdout:  # the log says when training has started (the store is not read meanwhile)
+            if "training on" in line:
+                break
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 130 and "interrupted" in stderr
+    [run] = runs(tmp_path).to_dict("records")
+    assert run["status"] == "FAILED" and run["tags.error"].startswith("KeyboardInterrupt")
 
 
 def test_own_edge_list_and_its_errors(tmp_path):
