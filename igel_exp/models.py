@@ -42,12 +42,12 @@ class IGELEmbedding(nn.Module):
         super().__init__()
         features = sp.csr_matrix(features, dtype=np.float32)
         n_nodes, width = features.shape
-        self.dense = self.keeps_dense(n_nodes, width, features.nnz)
+        dense = self.keeps_dense(n_nodes, width, features.nnz)
         hot = np.bincount(features.indices, minlength=width) * self.HOT_FILL >= max(n_nodes, 1)
-        hot |= self.dense
+        hot |= dense
         self.register_buffer("rows", torch.as_tensor(features[:, hot].toarray()))  # the dense columns
-        self.register_buffer("hot", None if self.dense else torch.as_tensor(np.flatnonzero(hot)))
-        if not self.dense:
+        self.register_buffer("hot", None if dense else torch.as_tensor(np.flatnonzero(hot)))  # None: all of them
+        if not dense:
             sparse = features.copy()
             sparse.data[hot[sparse.indices]] = 0.0
             sparse.eliminate_zeros()
@@ -67,6 +67,11 @@ class IGELEmbedding(nn.Module):
     def keeps_dense(cls, n_nodes: int, width: int, nonzeros: float) -> bool:
         """Whether features of this shape and number of nonzeros are kept dense."""
         return width <= cls.DENSE_WIDTH and n_nodes * width <= cls.DENSE_FILL * nonzeros
+
+    @property
+    def dense(self) -> bool:
+        """Whether all of X is dense (no CSR part)."""
+        return self.hot is None
 
     @property
     def n_nodes(self) -> int:
