@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import multiprocessing
 import os
 import signal
 import tempfile
@@ -142,6 +143,20 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
             raise
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _stop_sweep(signum: int, frame: object) -> None:
+    """SIGTERM in a sweep's launching process: its job processes (joblib's workers) get it too, so their runs end
+    FAILED and the sweep fails with them (the parent run then ends FAILED at exit); with none, stop here."""
+    workers = multiprocessing.active_children()
+    for worker in workers:
+        worker.terminate()
+    if not workers:
+        _interrupt(signum, frame)
+
+
 @contextmanager
 def sigterm_interrupts() -> Iterator[None]:
     """SIGTERM (kill, Slurm's time limit) stops the work as Ctrl-C does: the run in progress ends FAILED instead of
@@ -150,10 +165,7 @@ def sigterm_interrupts() -> Iterator[None]:
         yield
         return
 
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         yield
     finally:
@@ -166,11 +178,12 @@ class SweepCallback(Callback):
     The store, the experiment and the parent run are created here, in the launching process, before
     jobs fan out: parallel jobs (joblib, submitit) then never race to create the sqlite store. Jobs find
     the parent through $IGEL_PARENT_RUN_ID. The parent ends FINISHED with the sweep, FAILED if the
-    process exits before the sweep completes.
+    process exits before the sweep completes, SIGTERM included (it stops the jobs in progress too).
     """
 
     def __init__(self):
         self.parent_run_id: str | None = None
+        self.previous_sigterm: Any = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         use_store(tracking_uri(config.get("tracking", {}).get("uri")))
@@ -186,6 +199,8 @@ class SweepCallback(Callback):
         client.set_tag(self.parent_run_id, SWEEP_TAG, self.parent_run_id)
         os.environ[PARENT_RUN_ENV] = self.parent_run_id
         atexit.register(self._end, RunStatus.FAILED)
+        if threading.current_thread() is threading.main_thread():
+            self.previous_sigterm = signal.signal(signal.SIGTERM, _stop_sweep)
         log.info("sweep parent run %s in experiment %r", self.parent_run_id, config.name)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -197,6 +212,9 @@ class SweepCallback(Callback):
         mlflow.MlflowClient().set_terminated(self.parent_run_id, RunStatus.to_string(status))
         os.environ.pop(PARENT_RUN_ENV, None)
         self.parent_run_id = None
+        if self.previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, self.previous_sigterm)
+            self.previous_sigterm = None
 
 
 def finished_runs(experiment: str, uri: str | None = None) -> pd.DataFrame:

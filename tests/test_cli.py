@@ -1,5 +1,6 @@
 """igel-run as users call it: composed configs, end-to-end runs, errors, packaging."""
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -104,22 +105,41 @@ def test_a_failure_inside_a_run_leaves_it_failed(compose_config, tracking_uri, t
     assert run.status == "FAILED"
 
 
-def test_sigterm_ends_the_run_in_progress_failed(tmp_path):
-    command = [sys.executable, "-c", "from igel_exp.cli import main; main()", "trainer.epochs=100000", "progress=false"]
+JOBLIB_SWEEP = pytest.param(
+    ["-m", "seed=0,1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "threads=1"],
+    marks=pytest.mark.skipif(
+        importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is None, reason="needs the [sweep] extra"
+    ),
+    id="joblib-sweep",
+)
+
+
+@pytest.mark.parametrize(
+    "mode", [pytest.param([], id="run"), pytest.param(["-m", "seed=0,1"], id="sweep"), JOBLIB_SWEEP]
+)
+def test_sigterm_ends_the_runs_in_progress_failed(tmp_path, mode):
+    """kill (or Slurm's time limit) stops igel-run as Ctrl-C does: the runs in progress end FAILED, a sweep's parent
+    run too, and no job process is left running (it would hold the output pipe open past the timeout)."""
+    command = [sys.executable, "-c", "from igel_exp.cli import main; main()", *mode, "trainer.epochs=100000"]
     env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
-    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
-    process = subprocess.Popen(command, cwd=tmp_path, env=env, text=True, **pipes)
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
+    process = subprocess.Popen([*command, "progress=false"], cwd=tmp_path, env=env, text=True, **pipes)
+    jobs = 2 if "hydra/launcher=joblib" in mode else 1  # in parallel; the basic launcher runs one job at a time
     try:
+        started = 0
         for line in process.stdout:  # the log says when training has started (the store is not read meanwhile)
-            if "training on" in line:
+            started += "training on" in line
+            if started == jobs:
                 break
         process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=60)
+        output, _ = process.communicate(timeout=60)
     finally:
         process.kill()
-    assert process.returncode == 130 and "interrupted" in stderr
-    [run] = runs(tmp_path).to_dict("records")
-    assert run["status"] == "FAILED" and run["tags.error"].startswith("KeyboardInterrupt")
+    assert process.returncode == 130 and "interrupted" in output
+    tracked = runs(tmp_path)
+    assert list(tracked.status) == ["FAILED"] * (jobs + ("-m" in mode))
+    jobs_errors = tracked["tags.error"].dropna()
+    assert len(jobs_errors) == jobs and all(jobs_errors.str.startswith("KeyboardInterrupt"))
 
 
 def test_own_edge_list_and_its_errors(tmp_path):
