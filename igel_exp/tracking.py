@@ -12,6 +12,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -147,16 +148,6 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _stop_sweep(signum: int, frame: object) -> None:
-    """SIGTERM in a sweep's launching process: its job processes (joblib's workers) get it too, so their runs end
-    FAILED and the sweep fails with them (the parent run then ends FAILED at exit); with none, stop here."""
-    workers = multiprocessing.active_children()
-    for worker in workers:
-        worker.terminate()
-    if not workers:
-        _interrupt(signum, frame)
-
-
 @contextmanager
 def sigterm_interrupts() -> Iterator[None]:
     """SIGTERM (kill, Slurm's time limit) stops the work as Ctrl-C does: the run in progress ends FAILED instead of
@@ -178,12 +169,16 @@ class SweepCallback(Callback):
     The store, the experiment and the parent run are created here, in the launching process, before
     jobs fan out: parallel jobs (joblib, submitit) then never race to create the sqlite store. Jobs find
     the parent through $IGEL_PARENT_RUN_ID. The parent ends FINISHED with the sweep, FAILED if the
-    process exits before the sweep completes, SIGTERM included (it stops the jobs in progress too).
+    process exits before the sweep completes; Ctrl-C and SIGTERM stop the jobs in progress first.
     """
+
+    STOP_WAIT_S = 30  # at most, for the jobs in progress to end their runs after Ctrl-C or SIGTERM
 
     def __init__(self):
         self.parent_run_id: str | None = None
-        self.previous_sigterm: Any = None
+        self.experiment_id: str | None = None
+        self.previous_handlers: dict[int, Any] = {}
+        self.stopping = False
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         use_store(tracking_uri(config.get("tracking", {}).get("uri")))
@@ -195,12 +190,12 @@ class SweepCallback(Callback):
             run_name=f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')}",
             tags={"igel.sweep_overrides": overrides[:5000], "mlflow.note.content": f"igel-run -m {overrides}"},
         )
-        self.parent_run_id = run.info.run_id
+        self.parent_run_id, self.experiment_id = run.info.run_id, experiment.experiment_id
         client.set_tag(self.parent_run_id, SWEEP_TAG, self.parent_run_id)
         os.environ[PARENT_RUN_ENV] = self.parent_run_id
         atexit.register(self._end, RunStatus.FAILED)
         if threading.current_thread() is threading.main_thread():
-            self.previous_sigterm = signal.signal(signal.SIGTERM, _stop_sweep)
+            self.previous_handlers = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         log.info("sweep parent run %s in experiment %r", self.parent_run_id, config.name)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -212,9 +207,32 @@ class SweepCallback(Callback):
         mlflow.MlflowClient().set_terminated(self.parent_run_id, RunStatus.to_string(status))
         os.environ.pop(PARENT_RUN_ENV, None)
         self.parent_run_id = None
-        if self.previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, self.previous_sigterm)
-            self.previous_sigterm = None
+        for sig, handler in self.previous_handlers.items():
+            signal.signal(sig, handler)
+        self.previous_handlers = {}
+
+    def _stop(self, signum: int, frame: object) -> None:
+        """Ctrl-C or SIGTERM in the launching process. Its job processes (joblib's workers, which ignore Ctrl-C)
+        get SIGTERM and end their runs FAILED; only then does the sweep stop, as joblib kills its workers at once.
+        Without job processes, or at a second signal, it stops at once."""
+        workers = multiprocessing.active_children()
+        if self.stopping or not workers:
+            _interrupt(signum, frame)
+        self.stopping = True
+        for worker in workers:
+            worker.terminate()
+        deadline = time.monotonic() + self.STOP_WAIT_S
+        while self._running_jobs() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        print("sweep interrupted: its jobs in progress ended FAILED, as its parent run will", file=sys.stderr)
+        raise SystemExit(130)  # the shell's code for Ctrl-C; joblib then kills its workers
+
+    def _running_jobs(self) -> int:
+        jobs = mlflow.search_runs(
+            experiment_ids=[self.experiment_id],
+            filter_string=f"tags.`{SWEEP_TAG}` = '{self.parent_run_id}' and attributes.status = 'RUNNING'",
+        )
+        return int((jobs.run_id != self.parent_run_id).sum()) if len(jobs) else 0
 
 
 def finished_runs(experiment: str, uri: str | None = None) -> pd.DataFrame:

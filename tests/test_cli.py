@@ -1,6 +1,6 @@
 """igel-run as users call it: composed configs, end-to-end runs, errors, packaging."""
 
-import importlib.util
+import contextlib
 import os
 import signal
 import subprocess
@@ -105,36 +105,45 @@ def test_a_failure_inside_a_run_leaves_it_failed(compose_config, tracking_uri, t
     assert run.status == "FAILED"
 
 
-JOBLIB_SWEEP = pytest.param(
-    ["-m", "seed=0,1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "threads=1"],
-    marks=pytest.mark.skipif(
-        importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is None, reason="needs the [sweep] extra"
-    ),
-    id="joblib-sweep",
-)
+JOBLIB_SWEEP = ["-m", "seed=0,1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "threads=1"]
+
+
+def kill(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGTERM)
+
+
+def ctrl_c(process: subprocess.Popen) -> None:
+    os.killpg(process.pid, signal.SIGINT)  # the terminal signals the whole foreground process group
 
 
 @pytest.mark.parametrize(
-    "mode", [pytest.param([], id="run"), pytest.param(["-m", "seed=0,1"], id="sweep"), JOBLIB_SWEEP]
+    "mode, stop",
+    [
+        pytest.param([], kill, id="run-SIGTERM"),
+        pytest.param(["-m", "seed=0,1"], kill, id="sweep-SIGTERM"),
+        pytest.param(JOBLIB_SWEEP, kill, id="joblib-sweep-SIGTERM"),
+        pytest.param(JOBLIB_SWEEP, ctrl_c, id="joblib-sweep-Ctrl-C"),
+    ],
 )
-def test_sigterm_ends_the_runs_in_progress_failed(tmp_path, mode):
-    """kill (or Slurm's time limit) stops igel-run as Ctrl-C does: the runs in progress end FAILED, a sweep's parent
-    run too, and no job process is left running (it would hold the output pipe open past the timeout)."""
+def test_interrupts_end_the_runs_in_progress_failed(tmp_path, mode, stop):
+    """kill (or Slurm's time limit) and Ctrl-C stop igel-run: the runs in progress end FAILED, a sweep's parent run
+    too, and no job process is left running (it would hold the output pipe open past the timeout)."""
     command = [sys.executable, "-c", "from igel_exp.cli import main; main()", *mode, "trainer.epochs=100000"]
     env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
-    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "start_new_session": True}
     process = subprocess.Popen([*command, "progress=false"], cwd=tmp_path, env=env, text=True, **pipes)
-    jobs = 2 if "hydra/launcher=joblib" in mode else 1  # in parallel; the basic launcher runs one job at a time
+    jobs = 2 if mode == JOBLIB_SWEEP else 1  # in parallel; the basic launcher runs one job at a time
     try:
         started = 0
         for line in process.stdout:  # the log says when training has started (the store is not read meanwhile)
             started += "training on" in line
             if started == jobs:
                 break
-        process.send_signal(signal.SIGTERM)
+        stop(process)
         output, _ = process.communicate(timeout=60)
     finally:
-        process.kill()
+        with contextlib.suppress(ProcessLookupError):  # whatever is left of the process group
+            os.killpg(process.pid, signal.SIGKILL)
     assert process.returncode == 130 and "interrupted" in output
     tracked = runs(tmp_path)
     assert list(tracked.status) == ["FAILED"] * (jobs + ("-m" in mode))
