@@ -144,23 +144,30 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
             raise
 
 
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+
+
 def _interrupt(signum: int, frame: object) -> None:
+    """Raise KeyboardInterrupt once: a second signal (Ctrl-C reaches a sweep's workers as well as the SIGTERM their
+    launcher sends) would interrupt the clean-up that ends the run FAILED."""
+    for sig in INTERRUPTS:
+        signal.signal(sig, signal.SIG_IGN)
     raise KeyboardInterrupt(f"signal {signum}")
 
 
 @contextmanager
 def sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM (kill, Slurm's time limit) stops the work as Ctrl-C does: the run in progress ends FAILED instead of
-    staying RUNNING. Only the main thread may set signal handlers."""
+    """SIGTERM (kill, Slurm's time limit) stops the work as Ctrl-C does, and only the first of them interrupts: the
+    run in progress ends FAILED instead of staying RUNNING. Only the main thread may set signal handlers."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    previous = {sig: signal.signal(sig, _interrupt) for sig in INTERRUPTS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class SweepCallback(Callback):
@@ -195,7 +202,7 @@ class SweepCallback(Callback):
         os.environ[PARENT_RUN_ENV] = self.parent_run_id
         atexit.register(self._end, RunStatus.FAILED)
         if threading.current_thread() is threading.main_thread():
-            self.previous_handlers = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+            self.previous_handlers = {sig: signal.signal(sig, self._stop) for sig in INTERRUPTS}
         log.info("sweep parent run %s in experiment %r", self.parent_run_id, config.name)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -212,9 +219,9 @@ class SweepCallback(Callback):
         self.previous_handlers = {}
 
     def _stop(self, signum: int, frame: object) -> None:
-        """Ctrl-C or SIGTERM in the launching process. Its job processes (joblib's workers, which ignore Ctrl-C)
-        get SIGTERM and end their runs FAILED; only then does the sweep stop, as joblib kills its workers at once.
-        Without job processes, or at a second signal, it stops at once."""
+        """Ctrl-C or SIGTERM in the launching process. Its job processes (joblib's workers) get SIGTERM and end
+        their runs FAILED; only then does the sweep stop, as joblib kills its workers at once. Without job
+        processes, or at a second signal, it stops at once."""
         workers = multiprocessing.active_children()
         if self.stopping or not workers:
             _interrupt(signum, frame)

@@ -144,9 +144,9 @@ def test_interrupts_end_the_runs_in_progress_failed(tmp_path, mode, stop):
     finally:
         with contextlib.suppress(ProcessLookupError):  # whatever is left of the process group
             os.killpg(process.pid, signal.SIGKILL)
-    assert process.returncode == 130 and "interrupted" in output
+    assert process.returncode == 130 and "interrupted" in output, output[-5000:]
     tracked = runs(tmp_path)
-    assert list(tracked.status) == ["FAILED"] * (jobs + ("-m" in mode))
+    assert list(tracked.status) == ["FAILED"] * (jobs + ("-m" in mode)), output[-5000:]
     jobs_errors = tracked["tags.error"].dropna()
     assert len(jobs_errors) == jobs and all(jobs_errors.str.startswith("KeyboardInterrupt"))
 
