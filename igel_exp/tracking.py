@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -155,19 +155,28 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _handle_interrupts(handler: Callable[[int, object], None]) -> dict[int, Any]:
+    """Send Ctrl-C and SIGTERM to `handler`; returns the handlers to restore. Only the main thread may set signal
+    handlers: elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(sig, handler) for sig in INTERRUPTS}
+
+
+def _restore_handlers(previous: dict[int, Any]) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+
+
 @contextmanager
 def sigterm_interrupts() -> Iterator[None]:
     """SIGTERM (kill, Slurm's time limit) stops the work as Ctrl-C does, and only the first of them interrupts: the
-    run in progress ends FAILED instead of staying RUNNING. Only the main thread may set signal handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, _interrupt) for sig in INTERRUPTS}
+    run in progress ends FAILED instead of staying RUNNING."""
+    previous = _handle_interrupts(_interrupt)
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        _restore_handlers(previous)
 
 
 class SweepCallback(Callback):
@@ -201,8 +210,7 @@ class SweepCallback(Callback):
         client.set_tag(self.parent_run_id, SWEEP_TAG, self.parent_run_id)
         os.environ[PARENT_RUN_ENV] = self.parent_run_id
         atexit.register(self._end, RunStatus.FAILED)
-        if threading.current_thread() is threading.main_thread():
-            self.previous_handlers = {sig: signal.signal(sig, self._stop) for sig in INTERRUPTS}
+        self.previous_handlers = _handle_interrupts(self._stop)
         log.info("sweep parent run %s in experiment %r", self.parent_run_id, config.name)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -214,8 +222,7 @@ class SweepCallback(Callback):
         mlflow.MlflowClient().set_terminated(self.parent_run_id, RunStatus.to_string(status))
         os.environ.pop(PARENT_RUN_ENV, None)
         self.parent_run_id = None
-        for sig, handler in self.previous_handlers.items():
-            signal.signal(sig, handler)
+        _restore_handlers(self.previous_handlers)
         self.previous_handlers = {}
 
     def _stop(self, signum: int, frame: object) -> None:
