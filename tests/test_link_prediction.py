@@ -1,3 +1,6 @@
+import importlib.util
+from pathlib import Path
+
 import igraph as ig
 import mlflow
 import numpy as np
@@ -217,3 +220,60 @@ def test_settings_follow_the_dataset_and_the_encoder(compose_config, overrides, 
         assert node == value, key
     if config.encoder.name != "igel":
         assert "distance" not in config.encoder  # no IGEL settings on the baselines' runs
+
+
+def leak_check_script():
+    """scripts/split_leak_check.py as a module (scripts/ is not a package)."""
+    path = Path(__file__).parents[1] / "scripts" / "split_leak_check.py"
+    spec = importlib.util.spec_from_file_location("split_leak_check", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_authors_data_path_matches_igraph_file_round_trips(tmp_path):
+    """The re-enactment of the authors' path (listing each edge once) against the real thing: the full graph and
+    the residual graph written and read back with igraph's ncol functions, positives and negatives found by
+    (id, id) tuples in one orientation, as their `edge_difference` and `generate_negative_edges` did."""
+    miserables = small_graphs()["miserables"].get_edgelist()
+    shuffled = [miserables[i] for i in np.random.default_rng(1).permutation(len(miserables))]  # any file order
+    base = named(ig.Graph(n=77, edges=shuffled)).graph
+    residual, split = leak_check_script().authors_split(base, "once", seed=2)
+    (tmp_path / "full.ncol").write_text(
+        "".join(f"{base.vs[u]['name']} {base.vs[v]['name']}\n" for u, v in base.get_edgelist())
+    )
+    full = ig.Graph.Read_Ncol(str(tmp_path / "full.ncol"), directed=False)
+    kept = edge_set_by_name(residual, residual.get_edgelist())
+    train = full.copy()
+    train.delete_edges([e.index for e in full.es if frozenset(full.vs[e.tuple]["name"]) not in kept])
+    train.write_ncol(str(tmp_path / "residual.ncol"), weights=None)
+    read_back = ig.Graph.Read_Ncol(str(tmp_path / "residual.ncol"), directed=False)
+    assert read_back.vs["name"] == residual.vs["name"]  # the same renumbering
+    oriented = {tuple(read_back.vs[e.tuple]["name"]) for e in read_back.es}
+    expected = [tuple(full.vs[e.tuple]["name"]) for e in full.es if tuple(full.vs[e.tuple]["name"]) not in oriented]
+    names = np.asarray(residual.vs["name"])
+    assert sorted(map(frozenset, names[split.positives])) == sorted(map(frozenset, expected))
+    leaked = edge_set_by_name(residual, split.positives) & kept
+    assert leaked  # some residual edges swap orientation: the leak is there to see
+    assert len(split.positives) == len(base.es) // 2 + len(leaked)
+    assert not {tuple(pair) for pair in names[split.negatives]} & oriented
+    assert residual.is_connected()
+
+
+def edge_set_by_name(graph: ig.Graph, pairs) -> set[frozenset]:
+    names = np.asarray(graph.vs["name"])
+    return {frozenset(pair) for pair in names[np.asarray(pairs, dtype=np.int64).reshape(-1, 2)]}
+
+
+def test_the_authors_data_path_with_every_pair_listed_twice():
+    """A multigraph with two copies of every edge: removing half of the copies leaves three quarters of the pairs,
+    and a pair is a positive, twice, when both of its copies went or when it swapped orientation."""
+    base = named(ig.Graph.Erdos_Renyi(n=300, m=3000), np.random.default_rng(0).permutation(300)).graph
+    residual, split = leak_check_script().authors_split(base, "both", seed=5)
+    full, kept = edge_set_by_name(base, base.get_edgelist()), edge_set_by_name(residual, residual.get_edgelist())
+    positives = edge_set_by_name(residual, split.positives)
+    assert kept < full and residual.is_simple() and residual.is_connected()
+    assert 0.7 < len(kept) / len(full) < 0.8
+    assert full - kept <= positives <= full
+    assert len(split.positives) == 2 * len(positives)  # each copy of a positive pair is listed
+    assert len(split.negatives) == len(split.positives)
