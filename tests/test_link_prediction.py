@@ -231,6 +231,11 @@ def leak_check_script():
     return module
 
 
+def edge_set_by_name(graph: ig.Graph, pairs) -> set[frozenset]:
+    names = np.asarray(graph.vs["name"])
+    return {frozenset(pair) for pair in names[np.asarray(pairs, dtype=np.int64).reshape(-1, 2)]}
+
+
 def test_the_authors_data_path_matches_igraph_file_round_trips(tmp_path):
     """The re-enactment of the authors' path (listing each edge once) against the real thing: the full graph and
     the residual graph written and read back with igraph's ncol functions, positives and negatives found by
@@ -258,11 +263,6 @@ def test_the_authors_data_path_matches_igraph_file_round_trips(tmp_path):
     assert len(split.positives) == len(base.es) // 2 + len(leaked)
     assert not {tuple(pair) for pair in names[split.negatives]} & oriented
     assert residual.is_connected()
-
-
-def edge_set_by_name(graph: ig.Graph, pairs) -> set[frozenset]:
-    names = np.asarray(graph.vs["name"])
-    return {frozenset(pair) for pair in names[np.asarray(pairs, dtype=np.int64).reshape(-1, 2)]}
 
 
 def test_the_authors_data_path_with_every_pair_listed_twice():
