@@ -11,9 +11,9 @@ edge of the read-back residual; their negatives are random (id, id) pairs that a
 Two things follow:
 
 - `--listing both` (SNAP's own layout for ca-AstroPh: every pair on two lines) makes the graph a multigraph with two
-  copies of every edge. Removing half of the copies removes both copies of only a quarter of the pairs, so the
-  residual graph keeps three quarters of the pairs, and those are the only positives besides the leak below.
-  `--listing once` (Facebook's file, and ours) keeps half.
+  copies of every edge. Removing half of the copies removes both copies of only a quarter of the pairs: the
+  residual graph keeps three quarters of the pairs, and that quarter is the only positives besides the leak
+  below. `--listing once` (Facebook's file, and ours) keeps half.
 - Every residual pair whose end points swap order in the new numbering is not found, so it becomes a positive too
   although the embeddings learn from it: a leak, tens of thousands of pairs.
 
