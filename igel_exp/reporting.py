@@ -24,6 +24,7 @@ from mlflow.tracking import MlflowClient
 
 from igel_exp.identity import HASH_TAG, NOT_IDENTITY
 from igel_exp.plan import Column, Job, Plan, matches, same_value
+from igel_exp.tracking import store_call
 
 FORMATS = ("markdown", "csv", "html")
 SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html"}
@@ -98,6 +99,7 @@ def store_exists(uri: str) -> bool:
     return True
 
 
+@store_call()
 def load_runs(uri: str, experiments: Iterable[str]) -> list[StoredRun]:
     """The active runs (any status) of the MLflow experiments that carry an identity tag."""
     if not store_exists(uri):

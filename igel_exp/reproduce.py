@@ -31,7 +31,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from igel_exp.errors import ConfigError, DataError, IgelError
 from igel_exp.plan import PROFILES, Job, Plan, default_experiments_dir, load_plan, table_files
 from igel_exp.reporting import FORMATS, SUFFIXES, StoredRun, Table, build_table, finished_by_hash, load_runs, render
-from igel_exp.tracking import PARENT_RUN_ENV, SWEEP_TAG, sigterm_interrupts, tracking_uri, use_store
+from igel_exp.tracking import PARENT_RUN_ENV, SWEEP_TAG, sigterm_interrupts, store_call, tracking_uri, use_store
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +128,7 @@ class _Parents:
         self.plan, self.client, self.ids = plan, mlflow.MlflowClient(tracking_uri=uri), {}
         self.uri = uri
 
+    @store_call()
     def for_experiment(self, name: str) -> str:
         if name not in self.ids:
             use_store(self.uri)
@@ -142,6 +143,7 @@ class _Parents:
             self.ids[name] = run.info.run_id
         return self.ids[name]
 
+    @store_call()
     def end(self, status: int) -> None:
         for run_id in self.ids.values():
             self.client.set_terminated(run_id, RunStatus.to_string(status))

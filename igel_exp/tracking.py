@@ -52,6 +52,49 @@ def tracking_uri(configured: str | None) -> str:
     return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+_store_calls = 0  # calls into the MLflow store in progress on the main thread
+_deferred_signal: int | None = None  # an interrupt that arrived during one of them
+_interrupted_by: int | None = None  # the signal that interrupted the work in progress, if one did
+
+
+@contextmanager
+def store_call() -> Iterator[None]:
+    """A call into the MLflow store that Ctrl-C and SIGTERM wait for: they interrupt when it returns.
+
+    An interrupt raised inside SQLAlchemy leaves the sqlite store locked by this process: the clean-up that ends the
+    run FAILED then waits 20 s for the lock (MLflow's busy timeout) and fails, and the run stays RUNNING. Works as a
+    decorator too. Signals reach the main thread only, so other threads' calls are not counted.
+    """
+    global _store_calls, _deferred_signal
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _store_calls += 1
+    try:
+        yield
+    finally:
+        _store_calls -= 1
+    if _store_calls == 0 and _deferred_signal is not None:
+        signum, _deferred_signal = _deferred_signal, None
+        raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """Raise KeyboardInterrupt once, at once or when the store call in progress returns: a second signal (Ctrl-C
+    reaches a sweep's workers as well as the SIGTERM their launcher sends) would interrupt the clean-up that ends the
+    run FAILED."""
+    global _deferred_signal, _interrupted_by
+    for sig in INTERRUPTS:
+        signal.signal(sig, signal.SIG_IGN)
+    _interrupted_by = signum
+    if _store_calls:
+        _deferred_signal = signum
+        return
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@store_call()
 def use_store(uri: str) -> str:
     """Make `uri` MLflow's tracking URI, creating a local sqlite store first if it is new.
 
@@ -92,29 +135,36 @@ class RunLogger:
         self.run = run
         self.run_id = run.info.run_id
 
+    @store_call()
     def metrics(self, values: Mapping[str, float], step: int | None = None) -> None:
         mlflow.log_metrics({key: float(value) for key, value in values.items()}, step=step)
 
+    @store_call()
     def figure(self, figure: plt.Figure, name: str) -> None:
         mlflow.log_figure(figure, name)
         plt.close(figure)
 
+    @store_call()
     def table(self, frame: pd.DataFrame, name: str) -> None:
         mlflow.log_text(frame.to_csv(index=False), name)
 
+    @store_call()
     def array(self, values: np.ndarray, name: str) -> None:
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / name
             np.save(path, values)
             mlflow.log_artifact(str(path))
 
+    @store_call()
     def file(self, path: str | Path) -> None:
         """Log an existing file under its own name."""
         mlflow.log_artifact(str(path), run_id=self.run_id)
 
+    @store_call()
     def text(self, text: str, name: str) -> None:
         mlflow.log_text(text, name)
 
+    @store_call()
     def tags(self, values: Mapping[str, Any]) -> None:
         mlflow.set_tags({key: str(value) for key, value in values.items()})
 
@@ -128,31 +178,27 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
     ($IGEL_PARENT_RUN_ID set) the run is nested under the sweep's parent run.
     """
     use_store(tracking_uri(config.get("tracking", {}).get("uri")))
-    mlflow.set_experiment(experiment)
+    with store_call():
+        mlflow.set_experiment(experiment)
     parent = os.environ.get(PARENT_RUN_ENV)
     resolved = OmegaConf.to_container(config, resolve=True, throw_on_missing=True)
     # the run's identity: igel-reproduce skips a job whose hash has a FINISHED run, igel-report finds tables by it
     tags = {HASH_TAG: config_hash(resolved), **({SWEEP_TAG: parent} if parent else {})}
-    with mlflow.start_run(run_name=run_name, parent_run_id=parent, nested=parent is not None, tags=tags) as run:
-        log.info("MLflow run %s in experiment %r at %s", run.info.run_id, experiment, mlflow.get_tracking_uri())
-        mlflow.log_params(flatten({k: v for k, v in resolved.items() if k not in NOT_PARAMS}))
-        mlflow.log_text(OmegaConf.to_yaml(resolved), "config.yaml")
-        try:
-            yield RunLogger(run)
-        except BaseException as error:
-            mlflow.set_tag("error", f"{type(error).__name__}: {error}"[:5000])
-            raise
-
-
-INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    """Raise KeyboardInterrupt once: a second signal (Ctrl-C reaches a sweep's workers as well as the SIGTERM their
-    launcher sends) would interrupt the clean-up that ends the run FAILED."""
-    for sig in INTERRUPTS:
-        signal.signal(sig, signal.SIG_IGN)
-    raise KeyboardInterrupt(f"signal {signum}")
+    try:
+        with store_call():
+            run = mlflow.start_run(run_name=run_name, parent_run_id=parent, nested=parent is not None, tags=tags)
+            log.info("MLflow run %s in experiment %r at %s", run.info.run_id, experiment, mlflow.get_tracking_uri())
+            mlflow.log_params(flatten({k: v for k, v in resolved.items() if k not in NOT_PARAMS}))
+            mlflow.log_text(OmegaConf.to_yaml(resolved), "config.yaml")
+        yield RunLogger(run)
+    except BaseException as error:
+        if mlflow.active_run() is not None:
+            with store_call():
+                mlflow.set_tag("error", f"{type(error).__name__}: {error}"[:5000])
+                mlflow.end_run(RunStatus.to_string(RunStatus.FAILED))
+        raise
+    with store_call():
+        mlflow.end_run()
 
 
 def _handle_interrupts(handler: Callable[[int, object], None]) -> dict[int, Any]:
@@ -171,10 +217,17 @@ def _restore_handlers(previous: dict[int, Any]) -> None:
 @contextmanager
 def sigterm_interrupts() -> Iterator[None]:
     """SIGTERM (kill, Slurm's time limit) stops the work as Ctrl-C does, and only the first of them interrupts: the
-    run in progress ends FAILED instead of staying RUNNING."""
+    run in progress ends FAILED instead of staying RUNNING. Interrupted work ends in KeyboardInterrupt even when its
+    clean-up fails (the store unreachable): a sweep must stop, not go on to its next job."""
+    global _interrupted_by
+    _interrupted_by = None
     previous = _handle_interrupts(_interrupt)
     try:
         yield
+    except Exception as error:
+        if _interrupted_by is None:
+            raise
+        raise KeyboardInterrupt(f"signal {_interrupted_by}") from error
     finally:
         _restore_handlers(previous)
 
@@ -196,6 +249,7 @@ class SweepCallback(Callback):
         self.previous_handlers: dict[int, Any] = {}
         self.stopping = False
 
+    @store_call()
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         use_store(tracking_uri(config.get("tracking", {}).get("uri")))
         experiment = mlflow.set_experiment(config.name)
@@ -216,6 +270,7 @@ class SweepCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._end(RunStatus.FINISHED)
 
+    @store_call()
     def _end(self, status: int) -> None:
         if self.parent_run_id is None:
             return
@@ -230,8 +285,9 @@ class SweepCallback(Callback):
         their runs FAILED; only then does the sweep stop, as joblib kills its workers at once. Without job
         processes, or at a second signal, it stops at once."""
         workers = multiprocessing.active_children()
-        if self.stopping or not workers:
-            _interrupt(signum, frame)
+        if self.stopping or not workers or _store_calls:
+            _interrupt(signum, frame)  # raises now, or when the store call in progress returns
+            return
         self.stopping = True
         for worker in workers:
             worker.terminate()
@@ -241,6 +297,7 @@ class SweepCallback(Callback):
         print("sweep interrupted: its jobs in progress ended FAILED, as its parent run will", file=sys.stderr)
         raise SystemExit(130)  # the shell's code for Ctrl-C; joblib then kills its workers
 
+    @store_call()
     def _running_jobs(self) -> int:
         jobs = mlflow.search_runs(
             experiment_ids=[self.experiment_id],

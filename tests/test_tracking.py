@@ -1,11 +1,16 @@
+import itertools
+import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 
 import mlflow
 import pytest
 from omegaconf import OmegaConf
 
-from igel_exp.tracking import flatten, tracked_run, tracking_uri
+from igel_exp.tracking import flatten, sigterm_interrupts, tracked_run, tracking_uri
 
 
 def test_flatten_nested_config():
@@ -43,6 +48,34 @@ def test_a_crash_inside_a_run_leaves_it_failed_with_the_error(tracking_uri):
     run = mlflow.get_run(logger.run_id)
     assert run.info.status == "FAILED"
     assert run.data.tags["error"] == "ZeroDivisionError: division by zero"
+
+
+def test_an_interrupt_inside_a_store_call_still_ends_the_run_failed(tracking_uri):
+    """SIGTERM (or Ctrl-C) landing inside an MLflow call used to leave the sqlite store locked: the clean-up then
+    waited 20 s for the lock and failed, and the run stayed RUNNING. The signals here come at a spread of moments
+    while the run logs metrics, so that most of them land inside a store call."""
+    run_ids = []
+    for delay in (0.02, 0.05, 0.1, 0.15, 0.2, 0.3):
+        timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGTERM))
+        with pytest.raises(KeyboardInterrupt, match="signal 15"), sigterm_interrupts():
+            with tracked_run(config(), "toy") as logger:
+                timer.start()
+                for step in itertools.count():
+                    logger.metrics({"loss": 1 / (step + 1)}, step=step)
+        run_ids.append(logger.run_id)
+    runs = [mlflow.get_run(run_id) for run_id in run_ids]
+    assert [run.info.status for run in runs] == ["FAILED"] * len(runs)
+    assert all(run.data.tags["error"] == "KeyboardInterrupt: signal 15" for run in runs)
+
+
+def test_an_interrupt_stays_an_interrupt_when_its_clean_up_fails():
+    with pytest.raises(KeyboardInterrupt, match="signal 15") as raised, sigterm_interrupts():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises KeyboardInterrupt first
+        except KeyboardInterrupt:
+            raise OSError("the store is unreachable") from None
+    assert isinstance(raised.value.__cause__, OSError)
 
 
 def test_runs_started_together_in_a_fresh_directory_share_one_new_store(tmp_path):

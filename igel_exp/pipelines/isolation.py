@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from igel_exp import errors
 from igel_exp.errors import IgelError
-from igel_exp.tracking import tracking_uri
+from igel_exp.tracking import store_call, tracking_uri
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,7 @@ def run_isolated(config: DictConfig, hint: str = "") -> dict[str, float]:
         raise IgelError(message)
 
 
+@store_call()
 def _close_failed(config: DictConfig, run_id: str, message: str) -> None:
     """Mark a run that its process could not close FAILED, with the reason as its `error` tag."""
     client = mlflow.MlflowClient(tracking_uri(config.get("tracking", {}).get("uri")))

@@ -19,6 +19,8 @@ import mlflow
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from igel_exp.tracking import store_call
+
 log = logging.getLogger(__name__)
 
 KEY_TAG = "igel.embedding_key"  # on runs that trained and logged embeddings.npy
@@ -53,6 +55,7 @@ def source_fingerprint(package: Path) -> str:
     return digest.hexdigest()
 
 
+@store_call()
 def find_embeddings(experiment_id: str, key: str) -> tuple[str, np.ndarray] | None:
     """The id and embeddings of the earliest finished run of the experiment tagged with `key`, if any."""
     runs = mlflow.search_runs(
