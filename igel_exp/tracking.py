@@ -178,14 +178,13 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
     ($IGEL_PARENT_RUN_ID set) the run is nested under the sweep's parent run.
     """
     use_store(tracking_uri(config.get("tracking", {}).get("uri")))
-    with store_call():
-        mlflow.set_experiment(experiment)
     parent = os.environ.get(PARENT_RUN_ENV)
     resolved = OmegaConf.to_container(config, resolve=True, throw_on_missing=True)
     # the run's identity: igel-reproduce skips a job whose hash has a FINISHED run, igel-report finds tables by it
     tags = {HASH_TAG: config_hash(resolved), **({SWEEP_TAG: parent} if parent else {})}
     try:
         with store_call():
+            mlflow.set_experiment(experiment)
             run = mlflow.start_run(run_name=run_name, parent_run_id=parent, nested=parent is not None, tags=tags)
             log.info("MLflow run %s in experiment %r at %s", run.info.run_id, experiment, mlflow.get_tracking_uri())
             mlflow.log_params(flatten({k: v for k, v in resolved.items() if k not in NOT_PARAMS}))
@@ -219,8 +218,8 @@ def sigterm_interrupts() -> Iterator[None]:
     """SIGTERM (kill, Slurm's time limit) stops the work as Ctrl-C does, and only the first of them interrupts: the
     run in progress ends FAILED instead of staying RUNNING. Interrupted work ends in KeyboardInterrupt even when its
     clean-up fails (the store unreachable): a sweep must stop, not go on to its next job."""
-    global _interrupted_by
-    _interrupted_by = None
+    global _interrupted_by, _deferred_signal
+    _interrupted_by = _deferred_signal = None  # nothing left over from an earlier interrupted block
     previous = _handle_interrupts(_interrupt)
     try:
         yield
