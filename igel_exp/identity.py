@@ -35,7 +35,11 @@ NOT_IDENTITY = (
     "task.memory_budget_gib",  # a ceiling: a run that finished under it measured the same as without it
     "task.memory_samples",  # ego graphs sampled for the memory estimates: the estimates only
     "task.isolate",  # whether a scalability run gets a fresh process: how it is executed, not what it measures
+    "trainer.cuda_graphs",  # whether a GPU replays captured steps: the same kernels either way
 )
+# Settings added after runs were recorded, at the value that computes what those runs computed: left out of the
+# hash there, so that the runs recorded before the setting existed keep their identity.
+NEUTRAL = {"trainer.batch_scale": 1}
 HASH_LENGTH = 16  # hex digits: 64 bits, no collision in any store of realistic size
 
 
@@ -45,13 +49,13 @@ def identity(config: DictConfig | Mapping[str, Any], without: Iterable[str] = ()
         plain = OmegaConf.to_container(config, resolve=True, throw_on_missing=False)
     else:
         plain = json.loads(json.dumps(config, default=str))  # a deep copy we may prune
-    for dotted in (*NOT_IDENTITY, *without):
+    for dotted in (*NOT_IDENTITY, *without, *NEUTRAL):
         *parents, leaf = dotted.split(".")
         node = plain
         for key in parents:
             node = node.get(key) if isinstance(node, dict) else None
-        if isinstance(node, dict):
-            node.pop(leaf, None)
+        if isinstance(node, dict) and leaf in node and (dotted not in NEUTRAL or node[leaf] == NEUTRAL[dotted]):
+            node.pop(leaf)
     return plain
 
 

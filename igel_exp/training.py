@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import random
 import time
@@ -15,7 +16,14 @@ from torch.optim.adam import adam
 from tqdm.auto import tqdm
 
 from igel_exp.errors import ConfigError
-from igel_exp.models import multilabel_loss, walk_skipgram_gradients
+from igel_exp.models import (
+    FreeEmbedding,
+    GatheredNegatives,
+    IGELEmbedding,
+    TableNegatives,
+    multilabel_loss,
+    walk_skipgram_gradients,
+)
 from igel_exp.walks import END, positive_pairs
 
 log = logging.getLogger(__name__)
@@ -51,11 +59,19 @@ class SkipGramTrainer:
     """Minimises the negative-sampling loss of random walks with Adam, a batch of whole walks at a time.
 
     Positive pairs are the nodes at most `window` steps apart in a walk (both orders); every walk position
-    draws z negatives from `noise` (a distribution over nodes, uniform when None), shared by the positive
-    pairs whose target it is. `batch_size` counts training pairs as the authors did — a positive pair and
-    its z negatives count 1 + z — and is rounded to whole walks. With `logit_affine` a pair's probability is
+    draws z negatives from `noise` (a distribution over nodes, uniform when None), shared by the positive pairs
+    whose target it is. `batch_size` counts training pairs as the authors did — a positive pair and its z
+    negatives count 1 + z — and is rounded to whole walks. With `logit_affine` a pair's probability is
     σ(a · e_t·e_o + b) with a learned scale a and bias b, as in the authors' model: without a bias, embeddings
     that are averages of shared rows of W (IGEL's) cannot give dissimilar pairs a negative logit.
+
+    `batch_scale` = κ trains on κ times larger batches with Adam's square-root rule (lr × √κ): κ times fewer
+    steps, which is what fills a GPU (the per-step cost of embedding the whole graph is paid κ times less often).
+    κ = 1 keeps the authors' batches, which reproduce the paper.
+
+    A step reads nothing back to the host: its loss is summed on the device and read once per epoch (and at
+    most once a second for the progress bar). On a GPU each batch shape's step is captured once in a CUDA graph
+    (`cuda_graphs`) and replayed, so that its ~40 kernels cost one launch.
     """
 
     def __init__(
@@ -70,20 +86,23 @@ class SkipGramTrainer:
         noise: np.ndarray | None = None,
         logit_affine: bool = True,
         progress: bool = True,
+        batch_scale: int = 1,
+        cuda_graphs: bool = True,
     ):
         for key, value in [
             ("epochs", epochs),
             ("batch_size", batch_size),
             ("negatives", negatives),
             ("window", window),
+            ("batch_scale", batch_scale),
         ]:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"trainer.{key} must be a positive integer, got {value!r}")
         if lr <= 0:
             raise ConfigError(f"trainer.lr must be positive, got {lr!r}")
         self.epochs = epochs
-        self.batch_size = batch_size
-        self.lr = lr
+        self.batch_size = batch_size * batch_scale
+        self.lr = lr * math.sqrt(batch_scale)
         self.negatives = negatives
         self.window = window
         self.device = device
@@ -91,6 +110,8 @@ class SkipGramTrainer:
         self.noise = None if noise is None else torch.as_tensor(np.cumsum(noise / noise.sum()), device=device)
         self.logit_affine = logit_affine
         self.progress = progress
+        self.cuda_graphs = cuda_graphs and device.type == "cuda"
+        self.affine: torch.Tensor | None = None  # the learned (scale, bias) after fit, None without logit_affine
 
     def walks_per_batch(self, walk_length: int) -> int:
         pairs_per_walk = positive_pairs(walk_length, self.window) * (1 + self.negatives)
@@ -98,80 +119,172 @@ class SkipGramTrainer:
 
     def fit(
         self,
-        model: torch.nn.Module,
-        epoch_walks: Callable[[np.random.Generator], Iterable[np.ndarray]],
+        model: IGELEmbedding | FreeEmbedding,
+        epoch_walks: Callable[[np.random.Generator], Iterable[np.ndarray | torch.Tensor]],
         on_epoch: EpochCallback | None = None,
+        walks_per_epoch: int | None = None,
     ) -> list[float]:
-        """Train `model` in place; `epoch_walks(rng)` yields the walk matrices (walks × length) of an epoch."""
+        """Train `model` in place; `epoch_walks(rng)` yields the walk matrices (walks × length) of an epoch, as
+        numpy arrays or tensors (drawn on the device); `walks_per_epoch`, when known, sizes the progress bar."""
         model.to(self.device).train()
-        affine = torch.nn.Parameter(torch.tensor([1.0, 0.0], device=self.device))  # the logit's scale and bias
-        weights = list(model.parameters())
-        optimiser = _FusedAdam([*weights, affine] if self.logit_affine else weights, self.lr)
+        step = _SkipGramStep(self, model)
         rng = np.random.default_rng(self.seed)
-        generator = torch.Generator(device=self.device).manual_seed(self.seed)
         history = []
         for epoch in range(1, self.epochs + 1):
-            total, pairs = 0.0, 0
-            bar = tqdm(desc=f"epoch {epoch}/{self.epochs}", unit="pair", unit_scale=True, disable=not self.progress)
-            for walks in self._batches(epoch_walks(rng)):
-                loss, count = self._step(model, weights, affine, optimiser, walks, generator)
-                total += loss * count
-                pairs += count
-                bar.update(count)
-                bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+            step.start_epoch()
+            bar = tqdm(
+                desc=f"epoch {epoch}/{self.epochs}", total=walks_per_epoch, unit="walk", disable=not self.progress
+            )
+            shown = time.monotonic()
+            for walks, valid in self._batches(epoch_walks(rng)):
+                step(walks, valid)
+                bar.update(len(walks))
+                if self.progress and time.monotonic() - shown > 1.0:  # a host read once a second, not per step
+                    bar.set_postfix(loss=f"{step.mean_loss():.4f}", refresh=False)
+                    shown = time.monotonic()
             bar.close()
+            loss, pairs = step.mean_loss(), step.pairs()
             if pairs == 0:
                 raise ConfigError("the walks produced no skip-gram pairs: the graph has no edges")
-            history.append(total / pairs)
-            log.info("epoch %d/%d: loss %.5f over %d positive pairs", epoch, self.epochs, history[-1], pairs)
+            history.append(loss)
+            log.info("epoch %d/%d: loss %.5f over %d positive pairs", epoch, self.epochs, loss, pairs)
             if on_epoch is not None:
-                on_epoch(epoch, {"loss": history[-1], "positive_pairs": float(pairs)})
+                on_epoch(epoch, {"loss": loss, "positive_pairs": float(pairs)})
+        self.affine = step.affine.detach().clone() if self.logit_affine else None
         model.eval()
         return history
 
-    def _batches(self, chunks: Iterable[np.ndarray]) -> Iterator[torch.Tensor]:
+    def _batches(
+        self, chunks: Iterable[np.ndarray | torch.Tensor]
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor | None]]:
+        """Batches of whole walks on the device, with their validity mask where one of the batch's walks ended early
+        (it started at an isolated node): which batches those are is read once per chunk, not per batch."""
         for walks in chunks:
-            walks = torch.from_numpy(walks).to(self.device)
-            step = self.walks_per_batch(walks.shape[1])
-            yield from torch.split(walks, step)
+            walks = torch.as_tensor(walks).to(self.device)
+            size = self.walks_per_batch(walks.shape[1])
+            ended = (walks[:, -1] == END).tolist()
+            for start, batch in zip(range(0, len(walks), size), torch.split(walks, size), strict=True):
+                yield batch, (batch != END) if any(ended[start : start + size]) else None
 
-    def _step(
-        self, model, weights, affine, optimiser, walks: torch.Tensor, generator: torch.Generator
-    ) -> tuple[float, int]:
-        w, s = walks.shape
-        valid = walks != END
-        negatives = self._sample_negatives(model.n_nodes, (w, s, self.negatives), generator)
-        nodes = torch.cat([torch.where(valid, walks, 0).ravel(), negatives.ravel()])
-        # Embed every position of the batch (the model embeds repeated ids once where that pays); when the batch
-        # covers the graph anyway, all nodes in one sparse product then gathered, which needs no sort.
-        whole = len(nodes) >= model.n_nodes
-        embeddings = model.all_nodes() if whole else model(nodes)
-        table = embeddings.detach().index_select(0, nodes) if whole else embeddings.detach()
-        dim = table.shape[1]
-        scale, bias = affine.tolist()
-        loss, count, d_walks, d_negatives, d_affine = walk_skipgram_gradients(
-            table[: w * s].view(w, s, dim),
-            valid,
-            table[w * s :].view(w, s, self.negatives, dim),
-            self.window,
-            scale,
-            bias,
-        )
-        d_walks, d_negatives = d_walks.view(-1, dim), d_negatives.view(-1, dim)
-        if whole:  # each position's gradient summed into its node's row, both halves straight from where they are
-            grad = torch.zeros_like(embeddings).index_add_(0, nodes[: w * s], d_walks)
-            grad.index_add_(0, nodes[w * s :], d_negatives)
-        else:
-            grad = torch.cat([d_walks, d_negatives])
-        grads = list(torch.autograd.grad(embeddings, weights, grad))
-        optimiser.step([*grads, d_affine] if self.logit_affine else grads)
-        return loss, count
-
-    def _sample_negatives(self, n_nodes: int, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    def sample_negatives(
+        self, n_nodes: int, shape: tuple[int, ...], generator: torch.Generator, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
         if self.noise is None:
-            return torch.randint(n_nodes, shape, generator=generator, device=self.device)
+            return torch.randint(n_nodes, shape, generator=generator, device=self.device, out=out)
         uniform = torch.rand(shape, generator=generator, device=self.device, dtype=self.noise.dtype)
-        return torch.searchsorted(self.noise, uniform).clamp_(max=n_nodes - 1)
+        return torch.searchsorted(self.noise, uniform, out=out).clamp_(max=n_nodes - 1)
+
+
+class _SkipGramStep:
+    """One optimisation step of a batch of walks, its loss and pair count summed on the device.
+
+    The negatives are drawn eagerly (the generator stays the trainer's); the rest — embedding, loss, gradients
+    and Adam's update — reads and writes fixed buffers, so that on a GPU it is captured once per batch shape
+    and replayed (after two eager warm-up steps on a side stream, as CUDA graphs need).
+    """
+
+    WARMUP = 2
+
+    def __init__(self, trainer: SkipGramTrainer, model: IGELEmbedding | FreeEmbedding):
+        self.trainer, self.model = trainer, model
+        device = trainer.device
+        self.affine = torch.tensor([1.0, 0.0], device=device)  # the logit's scale and bias
+        self.optimiser = _FusedAdam([model.weight, self.affine] if trainer.logit_affine else [model.weight], trainer.lr)
+        self.generator = torch.Generator(device=device).manual_seed(trainer.seed)
+        self.loss_sum = torch.zeros((), device=device, dtype=torch.float64)
+        self.pair_sum = torch.zeros((), device=device, dtype=torch.float64)
+        self.graphs: dict[tuple, _CapturedStep | int | None] = {}  # per shape: warm-ups done, captured, or eager
+
+    def start_epoch(self) -> None:
+        self.loss_sum.zero_()
+        self.pair_sum.zero_()
+
+    def mean_loss(self) -> float:
+        return float(self.loss_sum / self.pair_sum.clamp(min=1))
+
+    def pairs(self) -> int:
+        return int(self.pair_sum)
+
+    def __call__(self, walks: torch.Tensor, valid: torch.Tensor | None) -> None:
+        trainer, model = self.trainer, self.model
+        negatives = trainer.sample_negatives(model.n_nodes, (*walks.shape, trainer.negatives), self.generator)
+        if not trainer.cuda_graphs:
+            return self.compute(walks, valid, negatives)
+        key = (*walks.shape, valid is None)
+        state = self.graphs.get(key, 0)
+        if isinstance(state, _CapturedStep):
+            state.replay(walks, valid, negatives)
+        elif state is None:  # its capture failed: eager
+            self.compute(walks, valid, negatives)
+        elif state < self.WARMUP:
+            self.graphs[key] = state + 1
+            self._warm_up(walks, valid, negatives)
+        else:
+            self.graphs[key] = _CapturedStep.capture(self, walks, valid, negatives)
+
+    def _warm_up(self, walks: torch.Tensor, valid: torch.Tensor | None, negatives: torch.Tensor) -> None:
+        """An eager step on a side stream: what CUDA graphs need before a capture (cuBLAS and allocator set-up)."""
+        device = self.trainer.device
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            self.compute(walks, valid, negatives)
+        torch.cuda.current_stream(device).wait_stream(side)
+
+    def compute(self, walks: torch.Tensor, valid: torch.Tensor | None, negatives: torch.Tensor) -> None:
+        model, trainer = self.model, self.trainer
+        w, s, z = negatives.shape
+        positions = walks if valid is None else walks.clamp(min=0)  # END (−1) reads node 0, weighted 0
+        nodes = torch.cat([positions.reshape(-1), negatives.view(-1)])
+        table, lookup = model.lookup(nodes)
+        dim = table.shape[1]
+        if lookup.index is None:  # a row per id: the walks' positions, then the negatives
+            table_grad = torch.empty_like(table)
+            walk_rows, negative_rows = table[: w * s].view(w, s, dim), table[w * s :].view(w, s, z, dim)
+            sampled = GatheredNegatives(negative_rows, table_grad[w * s :].view(w, s, z, dim))
+        else:
+            table_grad = torch.zeros_like(table)
+            walk_rows = table.index_select(0, lookup.index[: w * s]).view(w, s, dim)
+            sampled = TableNegatives(table, lookup.index[w * s :].view(w, s, z), table_grad)
+        loss, count, d_walks, d_affine = walk_skipgram_gradients(walk_rows, valid, sampled, trainer.window, self.affine)
+        if lookup.index is None:
+            table_grad[: w * s] = d_walks.view(-1, dim)
+        else:
+            table_grad.index_add_(0, lookup.index[: w * s], d_walks.view(-1, dim))
+        grads = [model.weight_gradient(lookup, table_grad)]
+        self.optimiser.step([*grads, d_affine] if trainer.logit_affine else grads)
+        self.loss_sum += loss
+        self.pair_sum += count
+
+
+class _CapturedStep:
+    """A step captured in a CUDA graph: its inputs are copied into fixed buffers, then the graph replays."""
+
+    def __init__(self, step: _SkipGramStep, walks: torch.Tensor, valid: torch.Tensor | None, negatives: torch.Tensor):
+        self.walks, self.negatives = walks.clone(), negatives.clone()
+        self.valid = None if valid is None else valid.clone()
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            step.compute(self.walks, self.valid, self.negatives)
+
+    @classmethod
+    def capture(cls, step: _SkipGramStep, walks, valid, negatives) -> _CapturedStep | None:
+        """Capture the step and run it; None (and the step run eagerly) where an operation cannot be captured."""
+        try:
+            captured = cls(step, walks, valid, negatives)
+        except RuntimeError as error:  # nothing ran inside the failed capture
+            log.warning("CUDA graph capture failed, the step runs eagerly: %s", error)
+            step.compute(walks, valid, negatives)
+            return None
+        captured.graph.replay()
+        return captured
+
+    def replay(self, walks: torch.Tensor, valid: torch.Tensor | None, negatives: torch.Tensor) -> None:
+        self.walks.copy_(walks)
+        self.negatives.copy_(negatives)
+        if valid is not None:
+            self.valid.copy_(valid)
+        self.graph.replay()
 
 
 class _FusedAdam:

@@ -8,6 +8,7 @@ from functools import cached_property
 
 import igraph as ig
 import numpy as np
+import torch
 
 from igel_exp.errors import ConfigError
 
@@ -41,13 +42,13 @@ class CSRGraph:
         return len(self.indptr) - 1
 
     @cached_property
-    def _edge_keys(self) -> np.ndarray:
+    def edge_keys(self) -> np.ndarray:
         """head·|V| + tail of every directed edge, sorted (rows, then sorted indices)."""
         return np.repeat(np.arange(self.n_nodes), self.degree) * self.n_nodes + self.indices
 
     def has_edges(self, heads: np.ndarray, tails: np.ndarray) -> np.ndarray:
         """Vectorised membership test of (head, tail) pairs."""
-        keys = self._edge_keys
+        keys = self.edge_keys
         if not len(keys):
             return np.zeros(len(heads), dtype=bool)
         probe = heads * self.n_nodes + tails
@@ -81,10 +82,7 @@ def random_walks(
     rejection: a uniform proposal x is kept with probability w(x)/max w, w = 1/p to return to the previous
     node, 1 for a neighbour of it, 1/q otherwise.
     """
-    if walk_length < 1:
-        raise ConfigError(f"trainer.walk_length must be a positive integer, got {walk_length}")
-    if return_p <= 0 or inout_q <= 0:
-        raise ConfigError(f"trainer.return_p and trainer.inout_q must be positive, got {return_p}, {inout_q}")
+    _check_walk_settings(walk_length, return_p, inout_q)
     walks = np.empty((len(starts), walk_length), dtype=np.int64)
     walks[:, 0] = starts
     biased = return_p != 1.0 or inout_q != 1.0
@@ -94,6 +92,13 @@ def random_walks(
         else:
             walks[:, t] = _uniform_neighbour(graph, walks[:, t - 1], rng)
     return walks
+
+
+def _check_walk_settings(walk_length: int, return_p: float, inout_q: float) -> None:
+    if walk_length < 1:
+        raise ConfigError(f"trainer.walk_length must be a positive integer, got {walk_length}")
+    if return_p <= 0 or inout_q <= 0:
+        raise ConfigError(f"trainer.return_p and trainer.inout_q must be positive, got {return_p}, {inout_q}")
 
 
 def _biased_step(
@@ -135,3 +140,78 @@ def epoch_walks(
     starts = rng.permutation(np.tile(np.arange(graph.n_nodes), walks_per_node))
     for begin in range(0, len(starts), walks_per_chunk):
         yield random_walks(graph, starts[begin : begin + walks_per_chunk], walk_length, rng, return_p, inout_q)
+
+
+class DeviceWalker:
+    """Random walks drawn where training runs (a GPU): the graph's CSR arrays on the device, every walker of a chunk
+    advanced by a few kernels per step, with torch's generator — so walks never cross the host link.
+
+    The same walks in law as `epoch_walks` (uniform steps; node2vec's second-order steps by rejection), not the
+    same draws: numpy's generator stays the CPU's, whose runs it keeps bit-identical to earlier versions.
+    """
+
+    def __init__(self, graph: CSRGraph, device: torch.device, seed: int):
+        self.indptr = torch.as_tensor(graph.indptr, device=device)
+        self.indices = torch.as_tensor(graph.indices, device=device)
+        self.degree = torch.as_tensor(graph.degree, device=device)
+        self.keys = torch.as_tensor(graph.edge_keys, device=device)
+        self.n_nodes = graph.n_nodes
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+
+    def epoch(
+        self,
+        walks_per_node: int,
+        walk_length: int,
+        return_p: float = 1.0,
+        inout_q: float = 1.0,
+        walks_per_chunk: int = WALKS_PER_CHUNK,
+    ) -> Iterator[torch.Tensor]:
+        """One epoch of walks (as `epoch_walks`): walks_per_node from every node in shuffled order, by chunks."""
+        if walks_per_node < 1:
+            raise ConfigError(f"trainer.walks_per_node must be a positive integer, got {walks_per_node}")
+        order = torch.randperm(self.n_nodes * walks_per_node, generator=self.generator, device=self.indptr.device)
+        starts = order % self.n_nodes
+        for begin in range(0, len(starts), walks_per_chunk):
+            yield self.walks(starts[begin : begin + walks_per_chunk], walk_length, return_p, inout_q)
+
+    def walks(
+        self, starts: torch.Tensor, walk_length: int, return_p: float = 1.0, inout_q: float = 1.0
+    ) -> torch.Tensor:
+        """One walk (len(starts) × walk_length) from each start node, END-padded after dead ends."""
+        _check_walk_settings(walk_length, return_p, inout_q)
+        walks = torch.empty((len(starts), walk_length), dtype=torch.int64, device=starts.device)
+        walks[:, 0] = starts
+        biased = return_p != 1.0 or inout_q != 1.0
+        for t in range(1, walk_length):
+            if biased and t > 1:
+                walks[:, t] = self._biased_step(walks[:, t - 2], walks[:, t - 1], return_p, inout_q)
+            else:
+                walks[:, t] = self._uniform_neighbour(walks[:, t - 1])
+        return walks
+
+    def _uniform_neighbour(self, current: torch.Tensor) -> torch.Tensor:
+        nodes = current.clamp(min=0)
+        degree = self.degree.index_select(0, nodes)
+        uniform = torch.rand(len(current), generator=self.generator, device=current.device, dtype=torch.float64)
+        offset = (uniform * degree).long()
+        position = (self.indptr.index_select(0, nodes) + offset).clamp_(max=max(len(self.indices) - 1, 0))
+        step = self.indices.index_select(0, position) if len(self.indices) else nodes
+        return torch.where((current != END) & (degree > 0), step, END)
+
+    def _biased_step(self, previous: torch.Tensor, current: torch.Tensor, p: float, q: float) -> torch.Tensor:
+        weights = torch.tensor([1.0 / p, 1.0, 1.0 / q], dtype=torch.float64, device=current.device)
+        ceiling = float(weights.max())
+        step = torch.full_like(current, END)
+        pending = torch.nonzero(current != END).squeeze(1)
+        while len(pending):  # one host read per round of rejection
+            proposal = self._uniform_neighbour(current[pending])
+            back = proposal == previous[pending]
+            probe = previous[pending] * self.n_nodes + proposal.clamp(min=0)
+            found = torch.searchsorted(self.keys, probe).clamp_(max=max(len(self.keys) - 1, 0))
+            near = (self.keys[found] == probe) if len(self.keys) else torch.zeros_like(back)
+            weight = weights[torch.where(back, 0, torch.where(near, 1, 2))]
+            uniform = torch.rand(len(pending), generator=self.generator, device=current.device, dtype=torch.float64)
+            keep = (proposal == END) | (uniform * ceiling < weight)
+            step[pending[keep]] = proposal[keep]
+            pending = pending[~keep]
+        return step

@@ -1,6 +1,7 @@
 """A run's identity: the hash of its resolved config, seed included, storage and execution keys left out."""
 
 import mlflow
+from omegaconf import OmegaConf
 
 from igel_exp.identity import HASH_TAG, config_hash
 from igel_exp.tracking import tracked_run
@@ -40,3 +41,11 @@ def test_every_run_is_tagged_with_its_identity(compose_config, store_uri):
     with tracked_run(config, "toy") as logger:
         pass
     assert mlflow.get_run(logger.run_id).data.tags[HASH_TAG] == config_hash(config)
+
+
+def test_a_setting_added_later_keeps_earlier_runs_identity_at_its_neutral_value(compose_config):
+    recorded_before = OmegaConf.to_container(compose_config("seed=3"), resolve=True)
+    del recorded_before["trainer"]["batch_scale"]  # as a run recorded before trainer.batch_scale existed
+    assert config_hash(compose_config("seed=3", "trainer.batch_scale=1")) == config_hash(recorded_before)
+    assert config_hash(compose_config("seed=3", "trainer.batch_scale=4")) != config_hash(recorded_before)
+    assert config_hash(compose_config("seed=3", "trainer.cuda_graphs=false")) == config_hash(recorded_before)

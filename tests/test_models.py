@@ -6,7 +6,14 @@ import torch
 import torch.nn.functional as F
 
 from igel_exp.encoding import IGELEncoder
-from igel_exp.models import FreeEmbedding, IGELEmbedding, embed_all, walk_skipgram_gradients
+from igel_exp.models import (
+    FreeEmbedding,
+    GatheredNegatives,
+    IGELEmbedding,
+    TableNegatives,
+    embed_all,
+    walk_skipgram_gradients,
+)
 from igel_exp.training import SkipGramTrainer, resolve_device, seed_everything
 from igel_exp.walks import END, CSRGraph, epoch_walks
 
@@ -109,17 +116,30 @@ def test_walk_loss_and_gradients_equal_the_pairwise_formula_and_autograd(scale, 
     reference.backward()
     valid = torch.as_tensor(walks != END, device=device)
     walk_rows = torch.as_tensor(np.where(walks == END, 0, walks), device=device)
-    on_device = table.detach().to(device)
-    inputs = on_device[walk_rows], valid, on_device[torch.as_tensor(negatives, device=device)], window, scale, bias
-    walk_skipgram_gradients(*inputs)  # full walks reuse their weights: a second call must not see them changed
-    loss, count, d_walks, d_negatives, d_affine = walk_skipgram_gradients(*inputs)
+    negative_rows = torch.as_tensor(negatives, device=device)
+    on_device, on_device_affine = table.detach().to(device), affine.detach().to(device)
+    mask = None if walks_case == "full" else valid
+    # negatives gathered one per draw (their gradients written per draw), or read from the table in place
+    d_negatives = torch.empty(3, 5, 2, 4, dtype=torch.float64, device=device)
+    gathered = GatheredNegatives(on_device[negative_rows], d_negatives)
+    walk_skipgram_gradients(on_device[walk_rows], mask, gathered, window, on_device_affine)  # weights must not change
+    loss, count, d_walks, d_affine = walk_skipgram_gradients(
+        on_device[walk_rows], mask, gathered, window, on_device_affine
+    )
     torch.testing.assert_close(d_affine.cpu(), affine.grad)
-    assert count == pair_counts[window]
-    assert loss == pytest.approx(reference.item())
+    assert int(count) == pair_counts[window]
+    assert (loss / count).item() == pytest.approx(reference.item())
     grad = torch.zeros_like(on_device).index_add_(0, walk_rows.ravel(), d_walks.reshape(-1, 4))
-    grad.index_add_(0, torch.as_tensor(negatives, device=device).ravel(), d_negatives.reshape(-1, 4))
+    grad.index_add_(0, negative_rows.ravel(), d_negatives.reshape(-1, 4))
     torch.testing.assert_close(grad.cpu(), table.grad)
     assert torch.all(d_walks[~valid] == 0) and torch.all(d_negatives[~valid] == 0)
+    table_grad = torch.zeros_like(on_device)
+    in_place = TableNegatives(on_device, negative_rows, table_grad)
+    loss, count, d_walks, d_affine = walk_skipgram_gradients(
+        on_device[walk_rows], mask, in_place, window, on_device_affine
+    )
+    torch.testing.assert_close(table_grad.index_add_(0, walk_rows.ravel(), d_walks.reshape(-1, 4)).cpu(), table.grad)
+    torch.testing.assert_close(d_affine.cpu(), affine.grad)
 
 
 def test_all_nodes_equals_forward_and_backpropagates_x_transposed(layout, device):

@@ -1,11 +1,33 @@
 import igraph as ig
 import numpy as np
 import pytest
+import torch
 
 from igel_exp.errors import ConfigError
-from igel_exp.walks import END, CSRGraph, epoch_walks, positive_pairs, random_walks
+from igel_exp.walks import END, CSRGraph, DeviceWalker, epoch_walks, positive_pairs, random_walks
 
 from conftest import small_graphs
+
+
+@pytest.fixture(
+    params=[
+        "numpy",
+        "torch-cpu",
+        pytest.param("torch-cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")),
+    ]
+)
+def walker(request):
+    """Walks from numpy's generator on the host (the CPU trainer's), or from torch's on a device (a GPU's):
+    draws differ, the law must not."""
+
+    def draw(graph: CSRGraph, starts: np.ndarray, length: int, seed: int, p: float = 1.0, q: float = 1.0):
+        if request.param == "numpy":
+            return random_walks(graph, starts, length, np.random.default_rng(seed), p, q)
+        device = torch.device(request.param.removeprefix("torch-"))
+        on_device = DeviceWalker(graph, device, seed).walks(torch.as_tensor(starts, device=device), length, p, q)
+        return on_device.cpu().numpy()
+
+    return draw
 
 
 def test_csr_graph_matches_igraph_neighbours():
@@ -19,10 +41,10 @@ def test_csr_graph_matches_igraph_neighbours():
 
 
 @pytest.mark.parametrize("p, q", [(1.0, 1.0), (0.25, 4.0), (4.0, 0.25)])
-def test_every_step_follows_an_edge_and_dead_ends_pad(p, q):
+def test_every_step_follows_an_edge_and_dead_ends_pad(p, q, walker):
     graph = small_graphs()["with_isolated"]
     csr = CSRGraph.from_igraph(graph)
-    walks = random_walks(csr, np.arange(graph.vcount()), 12, np.random.default_rng(0), p, q)
+    walks = walker(csr, np.arange(graph.vcount()), 12, 0, p, q)
     assert walks.shape == (graph.vcount(), 12)
     np.testing.assert_array_equal(walks[:, 0], np.arange(graph.vcount()))
     for walk in walks:
@@ -33,20 +55,26 @@ def test_every_step_follows_an_edge_and_dead_ends_pad(p, q):
     assert (walks[isolated, 1:] == END).all()
 
 
-def test_uniform_walks_choose_neighbours_uniformly():
+def test_uniform_walks_choose_neighbours_uniformly(walker):
     star = ig.Graph.Star(5)  # from the centre, each of 4 leaves with probability 1/4
-    walks = random_walks(CSRGraph.from_igraph(star), np.zeros(40000, dtype=np.int64), 2, np.random.default_rng(1))
+    walks = walker(CSRGraph.from_igraph(star), np.zeros(40000, dtype=np.int64), 2, 1)
     shares = np.bincount(walks[:, 1], minlength=5)[1:] / 40000
     np.testing.assert_allclose(shares, 0.25, atol=0.01)
 
 
-def test_node2vec_return_parameter_biases_going_back():
+def test_node2vec_return_parameter_biases_going_back(walker):
     # path 0-1-2: from 1 having come from 0, going back has weight 1/p, going on to 2 weight 1/q
     path = CSRGraph.from_igraph(ig.Graph([(0, 1), (1, 2)]))
-    starts = np.zeros(20000, dtype=np.int64)
-    walks = random_walks(path, starts, 3, np.random.default_rng(2), return_p=0.25, inout_q=1.0)
+    walks = walker(path, np.zeros(20000, dtype=np.int64), 3, 2, p=0.25, q=1.0)
     back = np.mean(walks[:, 2] == 0)
     assert back == pytest.approx(4 / 5, abs=0.02)  # weights 4 (back) vs 1 (on)
+    # a triangle 0-1-2 with a tail 2-3: from 2 having come from 1, 0 is a neighbour of 1 (weight 1), 3 is not (1/q)
+    tailed = CSRGraph.from_igraph(ig.Graph([(0, 1), (1, 2), (2, 0), (2, 3)]))
+    starts = np.ones(30000, dtype=np.int64)
+    walks = walker(tailed, starts, 3, 3, p=1.0, q=4.0)
+    from_two = walks[walks[:, 1] == 2, 2]
+    shares = np.bincount(from_two, minlength=4)[[0, 1, 3]] / len(from_two)
+    np.testing.assert_allclose(shares, np.array([1, 1, 0.25]) / 2.25, atol=0.02)
 
 
 def test_positive_pairs_per_walk():
@@ -68,6 +96,19 @@ def test_epoch_walks_are_reproducible_shuffled_and_chunked():
     starts = np.concatenate([c[:, 0] for c in first])
     assert sorted(starts.tolist()) == sorted(list(range(34)) * 3)
     assert not np.array_equal(starts, np.tile(np.arange(34), 3))
+    np.testing.assert_array_equal(np.concatenate(first), np.concatenate(second))
+    assert not np.array_equal(np.concatenate(first), np.concatenate(other))
+
+
+def test_device_walks_are_reproducible_shuffled_and_chunked(device):
+    csr = CSRGraph.from_igraph(small_graphs()["zachary"])
+
+    def draw(seed):
+        return [chunk.cpu().numpy() for chunk in DeviceWalker(csr, device, seed).epoch(3, 10, walks_per_chunk=16)]
+
+    first, second, other = draw(5), draw(5), draw(6)
+    assert [len(c) for c in first] == [16] * 6 + [6]
+    assert sorted(np.concatenate([c[:, 0] for c in first]).tolist()) == sorted(list(range(34)) * 3)
     np.testing.assert_array_equal(np.concatenate(first), np.concatenate(second))
     assert not np.array_equal(np.concatenate(first), np.concatenate(other))
 

@@ -18,7 +18,7 @@ from igel_exp.memory import MemoryBudget, PeakMeter
 from igel_exp.models import FreeEmbedding, IGELEmbedding, embed_all
 from igel_exp.tracking import RunLogger
 from igel_exp.training import SkipGramTrainer, resolve_device
-from igel_exp.walks import CSRGraph, epoch_walks
+from igel_exp.walks import CSRGraph, DeviceWalker, epoch_walks
 
 log = logging.getLogger(__name__)
 
@@ -146,19 +146,26 @@ def train_unsupervised(
     neighbours = CSRGraph.from_igraph(graph)
     trainer = skipgram_trainer(trainer_config, neighbours, device, config.seed, config.progress)
 
+    walker = DeviceWalker(neighbours, device, config.seed) if device.type != "cpu" else None
+    walk_settings = dict(
+        walks_per_node=trainer_config.walks_per_node,
+        walk_length=trainer_config.walk_length,
+        return_p=config.encoder.get("return_p", 1.0),
+        inout_q=config.encoder.get("inout_q", 1.0),
+    )
+
     def walks(rng: np.random.Generator):
-        epoch = epoch_walks(
-            neighbours,
-            trainer_config.walks_per_node,
-            trainer_config.walk_length,
-            rng,
-            return_p=config.encoder.get("return_p", 1.0),
-            inout_q=config.encoder.get("inout_q", 1.0),
-        )
+        # on the CPU numpy's walks, as every earlier version drew them (the same seed, the same run)
+        epoch = walker.epoch(**walk_settings) if walker else epoch_walks(neighbours, rng=rng, **walk_settings)
         return stages.timed("walks", epoch)
 
     with stages("train"):
-        trainer.fit(model, walks, on_epoch=lambda epoch, values: logger.metrics(values, step=epoch))
+        trainer.fit(
+            model,
+            walks,
+            on_epoch=lambda epoch, values: logger.metrics(values, step=epoch),
+            walks_per_epoch=graph.vcount() * trainer_config.walks_per_node,
+        )
     stages.exclude("train", "walks")  # walks are drawn lazily inside training
     return embed_all(model, device)
 
@@ -178,6 +185,8 @@ def skipgram_trainer(
         noise=noise_distribution(graph, settings.noise),
         logit_affine=settings.get("logit_affine", True),
         progress=progress,
+        batch_scale=settings.get("batch_scale", 1),
+        cuda_graphs=settings.get("cuda_graphs", True),
     )
 
 
