@@ -1,0 +1,1 @@
+# The reproduction plans, installed as the package `igel_exp.experiments` (see pyproject.toml): igel-reproduce's default.
