@@ -54,6 +54,7 @@ from igel_exp.reporting import (
 from igel_exp.tracking import (
     PARENT_RUN_ENV,
     SWEEP_TAG,
+    job_interrupts,
     running_jobs,
     sigterm_interrupts,
     stopping_job_processes,
@@ -172,6 +173,9 @@ def launch_plan(plan: Plan, uri: str, launch: Sequence[str]) -> Outcome:
     except KeyboardInterrupt:
         parents.end(RunStatus.KILLED)
         raise
+    except IgelError:  # the launcher's settings: one line from igel-reproduce
+        parents.end(RunStatus.FAILED)
+        raise
     except Exception as error:  # the launcher's own failure (a Slurm job cancelled or killed, sbatch refused...)
         outcome.failed.append(f"the launcher failed: {type(error).__name__}: {str(error).splitlines()[0]}")
         log.error("%s: the launcher failed (jobs already submitted may still run): %s", plan.name, error)
@@ -184,11 +188,11 @@ def launched_job(config: DictConfig) -> dict:
 
     Its own Ctrl-C and SIGTERM handling replaces submitit's, which ignores SIGTERM: a job that Slurm cancels or
     stops at its time limit gets SIGTERM, then SIGKILL after KillWait (30 s by default), and its run must end
-    FAILED in between, not stay RUNNING.
+    FAILED in between, not stay RUNNING (tracking.job_interrupts).
     """
     from igel_exp import pipelines  # not at the top: igel-report must not import torch
 
-    with sigterm_interrupts():
+    with job_interrupts():
         return pipelines.run(config)
 
 

@@ -231,6 +231,25 @@ def sigterm_interrupts() -> Iterator[None]:
         _restore_handlers(previous)
 
 
+class JobInterrupted(Exception):
+    """A sweep's job stopped by Ctrl-C or SIGTERM in a submitit job process (Slurm's scancel or time limit)."""
+
+
+@contextmanager
+def job_interrupts() -> Iterator[None]:
+    """sigterm_interrupts for one job of a sweep. In a submitit job the interrupt ends as JobInterrupted, an ordinary
+    exception, which submitit records as the job's result: the launching process learns at once that the job is
+    over, where a KeyboardInterrupt would leave it asking sacct, which a Slurm without accounting cannot answer
+    (it would wait forever). Elsewhere the KeyboardInterrupt stops the sweep, as it should."""
+    try:
+        with sigterm_interrupts():
+            yield
+    except KeyboardInterrupt as error:
+        if os.environ.get("SUBMITIT_EXECUTOR"):  # set by submitit's job scripts
+            raise JobInterrupted(f"interrupted ({error}): the run in progress ended FAILED") from error
+        raise
+
+
 class StopJobProcesses:
     """A Ctrl-C / SIGTERM handler for a process that launches jobs in worker processes (joblib's): the workers get
     SIGTERM and end their runs FAILED; once `running()` counts none (or after `wait_s`), `finish(signum)` ends the
