@@ -293,14 +293,14 @@ def stopping_job_processes(running: Callable[[], int]) -> Iterator[None]:
 @store_call()
 def running_jobs(experiment_ids: list[str], parent_run_ids: list[str]) -> int:
     """How many runs nested under these parent runs are RUNNING."""
-    if not parent_run_ids:
-        return 0
-    parents = ", ".join(f"'{run_id}'" for run_id in parent_run_ids)
-    jobs = mlflow.search_runs(
-        experiment_ids=experiment_ids,
-        filter_string=f"tags.`{SWEEP_TAG}` IN ({parents}) and attributes.status = 'RUNNING'",
-    )
-    return int((~jobs.run_id.isin(parent_run_ids)).sum()) if len(jobs) else 0
+    count = 0
+    for parent in parent_run_ids:  # MLflow's filters have no IN on tags
+        jobs = mlflow.search_runs(
+            experiment_ids=experiment_ids,
+            filter_string=f"tags.`{SWEEP_TAG}` = '{parent}' and attributes.status = 'RUNNING'",
+        )
+        count += int((jobs.run_id != parent).sum()) if len(jobs) else 0
+    return count
 
 
 class SweepCallback(Callback):
