@@ -97,6 +97,7 @@ def test_runs_started_together_in_a_fresh_directory_share_one_new_store(tmp_path
 
 
 def test_running_jobs_counts_the_running_runs_nested_under_the_parents(store_uri):
+    mlflow.set_tracking_uri(store_uri)  # as use_store has set it wherever running_jobs is called
     client = mlflow.MlflowClient(store_uri)
     experiment = client.create_experiment("sweeps")
     parents = [client.create_run(experiment).info.run_id for _ in range(3)]
