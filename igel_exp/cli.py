@@ -10,7 +10,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from igel_exp import pipelines
 from igel_exp.errors import IgelError
-from igel_exp.tracking import sigterm_interrupts
+from igel_exp.tracking import job_interrupts
 
 CONFIG_PATH = "pkg://igel_exp.conf"
 
@@ -19,7 +19,7 @@ CONFIG_PATH = "pkg://igel_exp.conf"
 def main(config: DictConfig) -> float | None:
     """Run one experiment (or, with -m, one job of a sweep) as an MLflow run."""
     try:
-        with sigterm_interrupts():
+        with job_interrupts():  # in a Slurm job, an interrupt ends as an error that submitit records
             metrics = pipelines.run(config)
     except (IgelError, OmegaConfBaseException) as error:
         # user input problems: one line, no traceback; the MLflow run (if any) is already FAILED

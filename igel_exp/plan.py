@@ -13,6 +13,7 @@ config is composed with the compose API over the same search path, so it has the
 from __future__ import annotations
 
 import copy
+import importlib.resources
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +29,6 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-import igel_exp
 from igel_exp.errors import ConfigError
 from igel_exp.identity import config_hash
 from igel_exp.tracking import flatten
@@ -51,10 +51,15 @@ class Column:
 
 @dataclass(frozen=True)
 class Select:
-    """The best grid point per cell: on `metric` (a validation metric), averaged over seeds first."""
+    """The best grid point per cell: on `metric` (a validation metric), averaged over seeds first.
+
+    With `seeds`, select then confirm: the grid's points run on those seeds only and are compared on them; the
+    chosen point of each cell then runs on the sweep's other seeds, and the cell reports it over all of them.
+    """
 
     metric: str
     mode: str = "max"
+    seeds: tuple[int, ...] = ()  # empty: every point runs on every seed
 
 
 @dataclass
@@ -107,13 +112,19 @@ class Plan:
     def row_key(self, job: Job) -> tuple:
         return tuple(job.flat.get(key) for key in self.spec.rows)
 
+    def selects(self, job: Job) -> bool:
+        """Whether the job is one of those that compare the grid's points (all of them, but for select.seeds)."""
+        select = self.spec.select
+        return select is None or not select.seeds or job.flat.get("seed") in select.seeds
+
 
 def default_experiments_dir() -> Path:
-    """./experiments, else the experiments/ folder of the source checkout the package is installed from."""
-    for candidate in (Path.cwd() / "experiments", Path(igel_exp.__file__).resolve().parents[1] / "experiments"):
-        if candidate.is_dir() and any(candidate.glob("*.yaml")):
-            return candidate
-    raise ConfigError("no experiments/ folder here: run from the repository root or pass --experiments DIR")
+    """The paper's reproduction plans, shipped with the package as `igel_exp.experiments` (experiments/ of the
+    source tree, which an editable install maps in place): an installed igel-reproduce finds them from any folder."""
+    folder = Path(importlib.resources.files("igel_exp.experiments"))
+    if not any(folder.glob("*.yaml")):
+        raise ConfigError(f"{folder}: the installed package has no reproduction plans; pass --experiments DIR")
+    return folder
 
 
 def table_files(folder: Path, selectors: Sequence[str] = ("all",)) -> list[Path]:
@@ -204,8 +215,11 @@ def parse_spec(block: Mapping[str, Any] | None, where: str) -> Spec:
     if block.get("select") is not None:
         choice = block["select"]
         if not isinstance(choice, Mapping) or not isinstance(choice.get("metric"), str):
-            raise ConfigError(f"{where}: reproduce.select must be {{metric: NAME, mode: max|min}}")
-        select = Select(choice["metric"], choice.get("mode", "max"))
+            raise ConfigError(f"{where}: reproduce.select must be {{metric: NAME, mode: max|min, seeds: [...]}}")
+        seeds = choice.get("seeds") or []
+        if isinstance(seeds, str) or not all(isinstance(seed, int) and not isinstance(seed, bool) for seed in seeds):
+            raise ConfigError(f"{where}: reproduce.select.seeds must be a list of seeds, got {seeds!r}")
+        select = Select(choice["metric"], choice.get("mode", "max"), tuple(seeds))
         if select.mode not in SELECT_MODES:
             raise ConfigError(f"{where}: reproduce.select.mode={select.mode!r} is not one of max, min")
         if select.metric.startswith("test"):
@@ -248,6 +262,9 @@ def check_cells(plan: Plan) -> None:
                 f"{plan.path.name}: {key!r} (in reproduce.rows or columns) is not a config key of its runs"
             )
     if plan.spec.select is not None:
+        chosen, swept = list(plan.spec.select.seeds), {job.flat.get("seed") for job in plan.jobs}
+        if chosen and not swept & set(chosen):
+            raise ConfigError(f"{plan.path.name}: none of reproduce.select.seeds {chosen} is a seed of its sweep")
         return
     for column in plan.spec.columns:
         cells: dict[tuple, set[str]] = {}

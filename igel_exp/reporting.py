@@ -42,6 +42,12 @@ class StoredRun:
     metrics: Mapping[str, float]
     error: str | None = None
     params: Mapping[str, str] = field(default_factory=dict)  # the flattened config, as MLflow keeps it (strings)
+    end_time: int = 0  # ms, 0 while running
+
+    @property
+    def seconds(self) -> float | None:
+        """The run's wall time, once it has ended."""
+        return (self.end_time - self.start_time) / 1000 if self.end_time and self.start_time else None
 
 
 @dataclass(frozen=True)
@@ -122,6 +128,7 @@ def load_runs(uri: str, experiments: Iterable[str]) -> list[StoredRun]:
                         dict(run.data.metrics),
                         run.data.tags.get("error"),
                         dict(run.data.params),
+                        run.info.end_time or 0,
                     )
                 )
         token = page.token
@@ -166,26 +173,68 @@ def best_point(
     return choose(scored, key=scored.__getitem__)
 
 
+Cells = dict[tuple[tuple, str], dict[str, list[Job]]]  # (row key, column title) -> grid point -> its seeds' jobs
+
+
+def cell_points(plan: Plan) -> Cells:
+    """The grid points of every cell of the plan's table, each with the jobs of its seeds."""
+    cells: Cells = {}
+    for job in plan.jobs:
+        for column in plan.spec.columns:
+            if matches(job.flat, column.where):
+                cells.setdefault((plan.row_key(job), column.title), {}).setdefault(job.point, []).append(job)
+    return cells
+
+
+def chosen_points(plan: Plan, cells: Cells, finished: Mapping[str, StoredRun]) -> dict[tuple[tuple, str], str | None]:
+    """The grid point each cell reports: its only one, or the best on the selection seeds' validation metric."""
+    select = plan.spec.select
+    if select is None:
+        return {cell: next(iter(points)) for cell, points in cells.items()}  # plan.check_cells: one point per cell
+    return {
+        cell: best_point(
+            {point: [job for job in jobs if plan.selects(job)] for point, jobs in points.items()},
+            finished,
+            select.metric,
+            select.mode,
+        )
+        for cell, points in cells.items()
+    }
+
+
+def planned_jobs(plan: Plan, finished: Mapping[str, StoredRun]) -> tuple[list[Job], int]:
+    """The jobs the table needs as far as the store tells, and how many more its selections will add.
+
+    Without select.seeds, every job of the sweep. With them, the selection jobs and the other seeds of each cell's
+    chosen point; a cell not chosen yet (no finished selection run) will add its point's other seeds, counted once
+    per set of candidate points (the columns of a row share their choice)."""
+    if plan.spec.select is None or not plan.spec.select.seeds:
+        return list(plan.jobs), 0
+    cells = cell_points(plan)
+    chosen = chosen_points(plan, cells, finished)
+    wanted = {point for point in chosen.values() if point is not None}
+    pending = {
+        frozenset(cells[cell]): max(sum(not plan.selects(job) for job in jobs) for jobs in cells[cell].values())
+        for cell, point in chosen.items()
+        if point is None
+    }
+    return [job for job in plan.jobs if plan.selects(job) or job.point in wanted], sum(pending.values())
+
+
 def build_table(plan: Plan, runs: Iterable[StoredRun], notes: Sequence[str] = ()) -> Table:
     """The plan's table from the store's runs: paper, ours and Δ per cell; the planned runs that are missing."""
     runs = list(runs)
     finished = finished_by_hash(runs)
     spec = plan.spec
     rows = _row_order(plan)
+    points_of = cell_points(plan)
+    chosen_of = chosen_points(plan, points_of, finished)
     cells: dict[tuple[int, str], Cell] = {}
     for index, row in enumerate(rows):
         paper_row = next((entry for entry in spec.paper if _same_row(plan, entry, row)), {})
-        in_row = [job for job in plan.jobs if _same_key(plan.row_key(job), row)]
         for column in spec.columns:
-            points: dict[str, list[Job]] = {}
-            for job in in_row:
-                if matches(job.flat, column.where):
-                    points.setdefault(job.point, []).append(job)
-            chosen = None
-            if spec.select is not None:
-                chosen = best_point(points, finished, spec.select.metric, spec.select.mode)
-            elif points:
-                [chosen] = points  # plan.check_cells: one grid point per cell
+            points = points_of.get((row, column.title), {})
+            chosen = chosen_of.get((row, column.title))
             ours = point_metric(points[chosen], finished, column.metric) if chosen else None
             described = _describe(plan, column, points[chosen][0]) if chosen and spec.select is not None else None
             paper = paper_row.get(column.title)
@@ -196,7 +245,10 @@ def build_table(plan: Plan, runs: Iterable[StoredRun], notes: Sequence[str] = ()
         labels = [_row_label(plan, tuple(entry[key] for key in spec.rows)) for entry in outside]
         more = f"; … and {len(labels) - MISSING_SHOWN} more" if len(labels) > MISSING_SHOWN else ""
         notes.append(f"paper rows that this profile's sweep does not run: {'; '.join(labels[:MISSING_SHOWN])}{more}")
-    return Table(plan, rows, cells, _missing(plan, runs, finished), len(plan.jobs), notes)
+    planned, pending = planned_jobs(plan, finished)
+    if pending:
+        notes.append(f"{pending} more runs, the chosen points' other seeds, are planned once the selection has run")
+    return Table(plan, rows, cells, _missing(plan, planned, runs, finished), len(planned) + pending, notes)
 
 
 def _row_order(plan: Plan) -> list[tuple]:
@@ -224,18 +276,20 @@ def _describe(plan: Plan, column: Column, job: Job) -> str:
     return " ".join(item for item in job.shown.split() if item.split("=", 1)[0] not in fixed)
 
 
-def _missing(plan: Plan, runs: list[StoredRun], finished: Mapping[str, StoredRun]) -> list[Missing]:
+def _missing(
+    plan: Plan, planned: Sequence[Job], runs: list[StoredRun], finished: Mapping[str, StoredRun]
+) -> list[Missing]:
     latest: dict[str, StoredRun] = {}
     for run in runs:
         if run.hash not in latest or run.start_time > latest[run.hash].start_time:
             latest[run.hash] = run
     # a finished run with the job's swept values and row keys but another identity is this job under settings that
     # have changed since (a config default, a specialise/ file): say so, or the table looks merely unrun
-    planned = {job.hash for job in plan.jobs}
-    others = [run for run in runs if run.status == "FINISHED" and run.hash not in planned]
+    swept = {job.hash for job in plan.jobs}
+    others = [run for run in runs if run.status == "FINISHED" and run.hash not in swept]
     fixed = [*plan.spec.rows, *(key for column in plan.spec.columns for key in column.where)]
     missing = []
-    for job in plan.jobs:
+    for job in planned:
         if job.hash in finished:
             continue
         attempt = latest.get(job.hash)
@@ -303,9 +357,15 @@ def explanation(table: Table) -> list[str]:
         )
     how = "Ours: mean ± std over seeds (n runs); Δ = ours − paper."
     if spec.select is not None:
-        how += (
-            f" Each cell is the grid point with the best mean {spec.select.metric} ({spec.select.mode}) over its seeds."
-        )
+        select = spec.select
+        if select.seeds:
+            seeds = ", ".join(str(seed) for seed in select.seeds)
+            how += (
+                f" Select, then confirm: every grid point runs on seed {seeds}; each cell is the point with the best"
+                f" {select.metric} ({select.mode}) there, run on every seed of the sweep and reported over all of them."
+            )
+        else:
+            how += f" Each cell is the grid point with the best mean {select.metric} ({select.mode}) over its seeds."
     lines.append(how)
     return lines
 

@@ -20,18 +20,48 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import mlflow
+from hydra import initialize_config_dir
+from hydra._internal.callbacks import Callbacks
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobStatus, setup_globals
+from hydra.errors import HydraException
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, RunMode
 from mlflow.entities import RunStatus
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from igel_exp.errors import ConfigError, DataError, IgelError
-from igel_exp.plan import PROFILES, Job, Plan, default_experiments_dir, load_plan, table_files
-from igel_exp.reporting import FORMATS, SUFFIXES, StoredRun, Table, build_table, finished_by_hash, load_runs, render
-from igel_exp.tracking import PARENT_RUN_ENV, SWEEP_TAG, sigterm_interrupts, store_call, tracking_uri, use_store
+from igel_exp.estimate import Duration, Estimate, Estimator, duration_text, load_kinds
+from igel_exp.plan import PACKAGED_CONFIGS, PROFILES, Job, Plan, default_experiments_dir, load_plan, table_files
+from igel_exp.reporting import (
+    FORMATS,
+    SUFFIXES,
+    StoredRun,
+    Table,
+    build_table,
+    finished_by_hash,
+    load_runs,
+    planned_jobs,
+    render,
+)
+from igel_exp.tracking import (
+    PARENT_RUN_ENV,
+    SWEEP_TAG,
+    job_interrupts,
+    running_jobs,
+    sigterm_interrupts,
+    stopping_job_processes,
+    store_call,
+    tracking_uri,
+    use_store,
+)
 
 log = logging.getLogger(__name__)
 
@@ -74,44 +104,33 @@ def run_plan(plan: Plan, uri: str, runner: Runner = in_process) -> Outcome:
     A job that fails for want of data skips the other jobs of the same dataset (they would fail alike); any
     other failure is recorded and the next job runs. KeyboardInterrupt stops at once: rerun to resume.
     """
-    done = finished_by_hash(load_runs(uri, plan.experiments))
-    todo = [job for job in plan.jobs if job.hash not in done]
-    outcome = Outcome(finished_before=len(plan.jobs) - len(todo))
-    log.info(
-        "%s (%s profile): %d of %d runs finished, %d to run",
-        plan.name,
-        plan.profile,
-        outcome.finished_before,
-        len(plan.jobs),
-        len(todo),
-    )
-    if not todo:
-        return outcome
+    outcome = Outcome()
     parents = _Parents(plan, uri)
     absent: dict[str, str] = {}  # a dataset section that raised DataError -> its message
     try:
-        for number, job in enumerate(todo, 1):
-            dataset = OmegaConf.to_yaml(job.config.get("dataset", {}), resolve=True)
-            if dataset in absent:
-                outcome.not_attempted += 1
-                continue
-            log.info("%s [%d/%d] %s", plan.name, number, len(todo), job.shown or "(the only job)")
-            config = _with_store(job, uri)
-            os.environ[PARENT_RUN_ENV] = parents.for_experiment(str(config.name))
-            try:
-                runner(config)
-                outcome.ran += 1
-            except DataError as error:
-                message = str(error).splitlines()[0]
-                absent[dataset] = message
-                outcome.data_missing.append(message)
-                log.error("%s: %s: data missing: %s", plan.name, job.shown, message)
-            except IgelError as error:
-                outcome.failed.append(f"{job.shown}: {type(error).__name__}: {str(error).splitlines()[0]}")
-                log.error("%s: %s failed: %s", plan.name, job.shown, error)
-            except Exception as error:  # a bug in one job must not cost the others; its run is FAILED
-                outcome.failed.append(f"{job.shown}: {type(error).__name__}: {error}")
-                log.exception("%s: %s failed", plan.name, job.shown)
+        for todo in _rounds(plan, uri, outcome):
+            for number, job in enumerate(todo, 1):
+                dataset = OmegaConf.to_yaml(job.config.get("dataset", {}), resolve=True)
+                if dataset in absent:
+                    outcome.not_attempted += 1
+                    continue
+                log.info("%s [%d/%d] %s", plan.name, number, len(todo), job.shown or "(the only job)")
+                config = _with_store(job, uri)
+                os.environ[PARENT_RUN_ENV] = parents.for_experiment(str(config.name))
+                try:
+                    runner(config)
+                    outcome.ran += 1
+                except DataError as error:
+                    message = str(error).splitlines()[0]
+                    absent[dataset] = message
+                    outcome.data_missing.append(message)
+                    log.error("%s: %s: data missing: %s", plan.name, job.shown, message)
+                except IgelError as error:
+                    outcome.failed.append(f"{job.shown}: {type(error).__name__}: {str(error).splitlines()[0]}")
+                    log.error("%s: %s failed: %s", plan.name, job.shown, error)
+                except Exception as error:  # a bug in one job must not cost the others; its run is FAILED
+                    outcome.failed.append(f"{job.shown}: {type(error).__name__}: {error}")
+                    log.exception("%s: %s failed", plan.name, job.shown)
     except BaseException:
         parents.end(RunStatus.KILLED)
         raise
@@ -121,12 +140,119 @@ def run_plan(plan: Plan, uri: str, runner: Runner = in_process) -> Outcome:
     return outcome
 
 
+def launch_plan(plan: Plan, uri: str, launch: Sequence[str]) -> Outcome:
+    """As run_plan, through the Hydra launcher that `launch` picks (`hydra/launcher=joblib`, `...=submitit_slurm`
+    and their `hydra.launcher.*` settings): each round of missing jobs is one launch, as `igel-run -m` would make.
+
+    The jobs learn their store and parent run from overrides of `tracking` (not part of a run's identity), so
+    that worker processes started for an earlier plan, and Slurm jobs, log where this plan's parent is.
+    """
+    outcome = Outcome()
+    parents = _Parents(plan, uri)
+    launched = 0
+    try:
+        with hydra_launcher(plan, launch) as launcher:
+            for todo in _rounds(plan, uri, outcome):
+                overrides = [
+                    [
+                        *job.overrides,
+                        _override("tracking.uri", uri),
+                        _override("tracking.parent_run_id", parents.for_experiment(str(job.config.name))),
+                    ]
+                    for job in todo
+                ]
+                with stopping_job_processes(parents.running):  # joblib's workers end their runs FAILED first
+                    returns = launcher.launch(overrides, initial_job_idx=launched)
+                launched += len(todo)
+                for job, result in zip(todo, returns, strict=True):
+                    if result.status == JobStatus.COMPLETED:
+                        outcome.ran += 1
+                    else:
+                        error = result._return_value  # the exception the job raised
+                        outcome.failed.append(f"{job.shown}: {type(error).__name__}: {str(error).splitlines()[0]}")
+    except KeyboardInterrupt:
+        parents.end(RunStatus.KILLED)
+        raise
+    except IgelError:  # the launcher's settings: one line from igel-reproduce
+        parents.end(RunStatus.FAILED)
+        raise
+    except Exception as error:  # the launcher's own failure (a Slurm job cancelled or killed, sbatch refused...)
+        outcome.failed.append(f"the launcher failed: {type(error).__name__}: {str(error).splitlines()[0]}")
+        log.error("%s: the launcher failed (jobs already submitted may still run): %s", plan.name, error)
+    parents.end(RunStatus.FAILED if outcome.failed else RunStatus.FINISHED)
+    return outcome
+
+
+def launched_job(config: DictConfig) -> dict:
+    """The task function of the jobs a launcher runs for igel-reproduce (in this process, a worker or a Slurm job).
+
+    Its own Ctrl-C and SIGTERM handling replaces submitit's, which ignores SIGTERM: a job that Slurm cancels or
+    stops at its time limit gets SIGTERM, then SIGKILL after KillWait (30 s by default), and its run must end
+    FAILED in between, not stay RUNNING (tracking.job_interrupts).
+    """
+    from igel_exp import pipelines  # not at the top: igel-report must not import torch
+
+    with job_interrupts():
+        return pipelines.run(config)
+
+
+@contextmanager
+def hydra_launcher(plan: Plan, launch: Sequence[str]) -> Iterator[Launcher]:
+    """The launcher that `igel-run -m --config-dir <plans> --config-name <plan> <launch>` would use."""
+    with initialize_config_dir(config_dir=str(plan.path.parent), version_base="1.3", job_name="igel-run"):
+        setup_globals()
+        hydra = GlobalHydra.instance().hydra
+        try:
+            config = hydra.compose_config(
+                plan.name, [f"hydra.searchpath=[{PACKAGED_CONFIGS}]", *launch], run_mode=RunMode.MULTIRUN
+            )
+            context = HydraContext(config_loader=hydra.config_loader, callbacks=Callbacks())
+            launcher = Plugins.instance().instantiate_launcher(
+                hydra_context=context, task_function=launched_job, config=config
+            )
+        except HydraException as error:
+            raise ConfigError(f"{' '.join(launch)}: {str(error).splitlines()[0]}") from None
+        yield launcher
+
+
+def _rounds(plan: Plan, uri: str, outcome: Outcome) -> Iterator[list[Job]]:
+    """The plan's jobs without a FINISHED run, in rounds: the first has all the store can tell (with select.seeds,
+    the selection runs and the other seeds of the points already chosen), the next the other seeds of the points
+    the first round chose. A job is attempted once per call."""
+    attempted: set[str] = set()
+    while True:
+        finished = finished_by_hash(load_runs(uri, plan.experiments))
+        planned, pending = planned_jobs(plan, finished)
+        todo = [job for job in planned if job.hash not in finished and job.hash not in attempted]
+        if not attempted:
+            outcome.finished_before = len(planned) - len(todo)
+            log.info(
+                "%s (%s profile): %d of %d runs finished, %d to run%s",
+                plan.name,
+                plan.profile,
+                outcome.finished_before,
+                len(planned) + pending,
+                len(todo),
+                f", then up to {pending} once the selection has run" if pending else "",
+            )
+        if not todo:
+            return
+        attempted.update(job.hash for job in todo)
+        yield todo
+
+
+def _override(key: str, value: str) -> str:
+    """A Hydra override of `key` with `value` quoted (a store URI holds ':' and '/')."""
+    escaped = value.replace("'", "\\'")
+    return f"{key}='{escaped}'"
+
+
 class _Parents:
     """One parent MLflow run per experiment the plan's jobs log to, created when its first job starts."""
 
     def __init__(self, plan: Plan, uri: str):
         self.plan, self.client, self.ids = plan, mlflow.MlflowClient(tracking_uri=uri), {}
-        self.uri = uri
+        self.uri, self.experiment_ids = uri, []
 
     @store_call()
     def for_experiment(self, name: str) -> str:
@@ -141,13 +267,18 @@ class _Parents:
             )
             self.client.set_tag(run.info.run_id, SWEEP_TAG, run.info.run_id)
             self.ids[name] = run.info.run_id
+            self.experiment_ids.append(experiment.experiment_id)
         return self.ids[name]
+
+    def running(self) -> int:
+        """How many of the jobs nested under these parents are RUNNING."""
+        return running_jobs(self.experiment_ids, list(self.ids.values()))
 
     @store_call()
     def end(self, status: int) -> None:
         for run_id in self.ids.values():
             self.client.set_terminated(run_id, RunStatus.to_string(status))
-        self.ids = {}
+        self.ids, self.experiment_ids = {}, []
 
 
 def _with_store(job: Job, uri: str) -> DictConfig:
@@ -177,7 +308,11 @@ def _parser(prog: str, description: str, reproduce: bool) -> argparse.ArgumentPa
     )
     parser.add_argument("--output", "-o", type=Path, help="write the tables to this file instead of stdout")
     parser.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
-    parser.add_argument("--experiments", type=Path, help="folder of the reproduction files (default: ./experiments)")
+    parser.add_argument(
+        "--experiments",
+        type=Path,
+        help="folder of your own reproduction files (default: the paper's, installed with igel-exp)",
+    )
     if reproduce:
         parser.add_argument("--isolate", action="store_true", help="run every job in a fresh process")
         parser.add_argument("--dry-run", action="store_true", help="list the jobs that would run; run nothing")
@@ -186,6 +321,41 @@ def _parser(prog: str, description: str, reproduce: bool) -> argparse.ArgumentPa
 
 def _split(items: Sequence[str]) -> tuple[list[str], list[str]]:
     return [item for item in items if "=" not in item], [item for item in items if "=" in item]
+
+
+def _launcher_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The overrides of Hydra's own config (hydra/launcher=..., hydra.launcher.*=...: how jobs are launched), and
+    the jobs' own overrides."""
+    hydra = [item for item in overrides if item.lstrip("+~").startswith(("hydra/", "hydra."))]
+    return hydra, [item for item in overrides if item not in hydra]
+
+
+def _dry_run(plans: list[Plan], runs: _RunCache, launch: Sequence[str]) -> None:
+    """Per plan: the runs to do, their estimated wall time and the equivalent sweep; then the total."""
+    kinds = load_kinds()
+    total = Estimate()
+    to_do = 0
+    for plan in plans:
+        stored = runs(plan)
+        finished = finished_by_hash(stored)
+        planned, pending = planned_jobs(plan, finished)
+        todo = [job for job in planned if job.hash not in finished]
+        durations = [Duration(run.params, run.seconds) for run in stored if run.status == "FINISHED" and run.seconds]
+        estimate = Estimator(durations, kinds).jobs(todo, pending)
+        total += estimate
+        to_do += len(todo) + pending
+        later = f" (then {pending} more: the chosen points' other seeds)" if pending else ""
+        print(
+            f"{plan.name} ({plan.profile}): {len(todo)}{later} of {len(planned) + pending} runs to do,"
+            f" about {duration_text(estimate.seconds)}; sweep: {' '.join([plan.command, *launch])}"
+        )
+        for job in todo:
+            print(f"  {job.shown or '(the only job)'}")
+    sources = ", ".join(f"{count} from {source}" for source, count in total.sources.items())
+    print(
+        f"all: {to_do} runs to do, about {duration_text(total.seconds)} one job at a time on this kind of machine"
+        f" (2 cores){'; ' + sources if sources else ''}; parallel jobs divide it by up to their number"
+    )
 
 
 def _store(arguments: argparse.Namespace, overrides: list[str]) -> str:
@@ -269,26 +439,20 @@ def reproduce_main(argv: Sequence[str] | None = None) -> int:
     if not tables:  # the full sweeps of every table take days: running them must be asked for by name
         print("igel-reproduce: error: name the tables to reproduce, or all", file=sys.stderr)
         return 2
+    launch, overrides = _launcher_overrides(overrides)
     errors: list[str] = []
     try:
         uri = _store(arguments, overrides)
         plans = _plans(arguments, tables, overrides, errors)
         if arguments.dry_run:
-            for plan in plans:
-                done = finished_by_hash(load_runs(uri, plan.experiments))
-                todo = [job for job in plan.jobs if job.hash not in done]
-                print(
-                    f"{plan.name} ({plan.profile}): {len(todo)} of {len(plan.jobs)} runs to do; sweep: {plan.command}"
-                )
-                for job in todo:
-                    print(f"  {job.shown or '(the only job)'}")
+            _dry_run(plans, _RunCache(uri), launch)
             return _fail("igel-reproduce", errors)
         runner = isolated if arguments.isolate else in_process
         outcomes = {}
         for plan in plans:
             try:
                 with sigterm_interrupts():
-                    outcomes[plan.name] = run_plan(plan, uri, runner)
+                    outcomes[plan.name] = launch_plan(plan, uri, launch) if launch else run_plan(plan, uri, runner)
             except KeyboardInterrupt:
                 print(f"igel-reproduce: interrupted in {plan.name}; rerun the same command to resume", file=sys.stderr)
                 return 130

@@ -175,10 +175,10 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
     its identity (`igel.config_hash`, see igel_exp.identity).
 
     An exception inside the block ends the run FAILED, with the error as the `error` tag; inside a sweep
-    ($IGEL_PARENT_RUN_ID set) the run is nested under the sweep's parent run.
+    (`tracking.parent_run_id`, else $IGEL_PARENT_RUN_ID) the run is nested under the sweep's parent run.
     """
     use_store(tracking_uri(config.get("tracking", {}).get("uri")))
-    parent = os.environ.get(PARENT_RUN_ENV)
+    parent = config.get("tracking", {}).get("parent_run_id") or os.environ.get(PARENT_RUN_ENV)
     resolved = OmegaConf.to_container(config, resolve=True, throw_on_missing=True)
     # the run's identity: igel-reproduce skips a job whose hash has a FINISHED run, igel-report finds tables by it
     tags = {HASH_TAG: config_hash(resolved), **({SWEEP_TAG: parent} if parent else {})}
@@ -231,6 +231,78 @@ def sigterm_interrupts() -> Iterator[None]:
         _restore_handlers(previous)
 
 
+class JobInterrupted(Exception):
+    """A sweep's job stopped by Ctrl-C or SIGTERM in a submitit job process (Slurm's scancel or time limit)."""
+
+
+@contextmanager
+def job_interrupts() -> Iterator[None]:
+    """sigterm_interrupts for one job of a sweep. In a submitit job the interrupt ends as JobInterrupted, an ordinary
+    exception, which submitit records as the job's result: the launching process learns at once that the job is
+    over, where a KeyboardInterrupt would leave it asking sacct, which a Slurm without accounting cannot answer
+    (it would wait forever). Elsewhere the KeyboardInterrupt stops the sweep, as it should."""
+    try:
+        with sigterm_interrupts():
+            yield
+    except KeyboardInterrupt as error:
+        if os.environ.get("SUBMITIT_EXECUTOR"):  # set by submitit's job scripts
+            raise JobInterrupted(f"interrupted ({error}): the run in progress ended FAILED") from error
+        raise
+
+
+class StopJobProcesses:
+    """A Ctrl-C / SIGTERM handler for a process that launches jobs in worker processes (joblib's): the workers get
+    SIGTERM and end their runs FAILED; once `running()` counts none (or after `wait_s`), `finish(signum)` ends the
+    launching process, as joblib kills its workers at once. Without workers, or at a second signal, it interrupts
+    at once (as sigterm_interrupts does)."""
+
+    WAIT_S = 30  # at most, for the jobs in progress to end their runs
+
+    def __init__(self, running: Callable[[], int], finish: Callable[[int], None], wait_s: float = WAIT_S):
+        self.running, self.finish, self.wait_s = running, finish, wait_s
+        self.stopping = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        workers = multiprocessing.active_children()
+        if self.stopping or not workers or _store_calls:
+            _interrupt(signum, frame)  # raises now, or when the store call in progress returns
+            return
+        self.stopping = True
+        for worker in workers:
+            worker.terminate()
+        deadline = time.monotonic() + self.wait_s
+        while self.running() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.finish(signum)
+
+
+@contextmanager
+def stopping_job_processes(running: Callable[[], int]) -> Iterator[None]:
+    """Within: Ctrl-C and SIGTERM stop the job processes first (StopJobProcesses), then raise KeyboardInterrupt."""
+
+    def interrupted(signum: int) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = _handle_interrupts(StopJobProcesses(running, interrupted))
+    try:
+        yield
+    finally:
+        _restore_handlers(previous)
+
+
+@store_call()
+def running_jobs(experiment_ids: list[str], parent_run_ids: list[str]) -> int:
+    """How many runs nested under these parent runs are RUNNING."""
+    count = 0
+    for parent in parent_run_ids:  # MLflow's filters have no IN on tags
+        jobs = mlflow.search_runs(
+            experiment_ids=experiment_ids,
+            filter_string=f"tags.`{SWEEP_TAG}` = '{parent}' and attributes.status = 'RUNNING'",
+        )
+        count += int((jobs.run_id != parent).sum()) if len(jobs) else 0
+    return count
+
+
 class SweepCallback(Callback):
     """Groups the jobs of an `igel-run -m` sweep under one parent MLflow run.
 
@@ -240,13 +312,10 @@ class SweepCallback(Callback):
     process exits before the sweep completes; Ctrl-C and SIGTERM stop the jobs in progress first.
     """
 
-    STOP_WAIT_S = 30  # at most, for the jobs in progress to end their runs after Ctrl-C or SIGTERM
-
     def __init__(self):
         self.parent_run_id: str | None = None
         self.experiment_id: str | None = None
         self.previous_handlers: dict[int, Any] = {}
-        self.stopping = False
 
     @store_call()
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -263,7 +332,8 @@ class SweepCallback(Callback):
         client.set_tag(self.parent_run_id, SWEEP_TAG, self.parent_run_id)
         os.environ[PARENT_RUN_ENV] = self.parent_run_id
         atexit.register(self._end, RunStatus.FAILED)
-        self.previous_handlers = _handle_interrupts(self._stop)
+        stop = StopJobProcesses(lambda: running_jobs([self.experiment_id], [self.parent_run_id]), self._exit)
+        self.previous_handlers = _handle_interrupts(stop)
         log.info("sweep parent run %s in experiment %r", self.parent_run_id, config.name)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -279,30 +349,10 @@ class SweepCallback(Callback):
         _restore_handlers(self.previous_handlers)
         self.previous_handlers = {}
 
-    def _stop(self, signum: int, frame: object) -> None:
-        """Ctrl-C or SIGTERM in the launching process. Its job processes (joblib's workers) get SIGTERM and end
-        their runs FAILED; only then does the sweep stop, as joblib kills its workers at once. Without job
-        processes, or at a second signal, it stops at once."""
-        workers = multiprocessing.active_children()
-        if self.stopping or not workers or _store_calls:
-            _interrupt(signum, frame)  # raises now, or when the store call in progress returns
-            return
-        self.stopping = True
-        for worker in workers:
-            worker.terminate()
-        deadline = time.monotonic() + self.STOP_WAIT_S
-        while self._running_jobs() and time.monotonic() < deadline:
-            time.sleep(0.2)
+    @staticmethod
+    def _exit(signum: int) -> None:
         print("sweep interrupted: its jobs in progress ended FAILED, as its parent run will", file=sys.stderr)
         raise SystemExit(130)  # the shell's code for Ctrl-C; joblib then kills its workers
-
-    @store_call()
-    def _running_jobs(self) -> int:
-        jobs = mlflow.search_runs(
-            experiment_ids=[self.experiment_id],
-            filter_string=f"tags.`{SWEEP_TAG}` = '{self.parent_run_id}' and attributes.status = 'RUNNING'",
-        )
-        return int((jobs.run_id != self.parent_run_id).sum()) if len(jobs) else 0
 
 
 def finished_runs(experiment: str, uri: str | None = None) -> pd.DataFrame:

@@ -204,3 +204,18 @@ def test_wheel_ships_the_configs_and_runs_from_another_directory(tmp_path):
     assert job.returncode == 0, job.stderr
     assert "name: clustering" in job.stdout and "walk_length: 200" in job.stdout
     assert "igel-run" in igel_run("--help", cwd=elsewhere, env=env).stdout
+    # the reproduction plans ship too: igel-reproduce finds the paper's tables from any folder
+    plans = {f"igel_exp/experiments/{path.name}" for path in (REPO / "experiments").glob("*.yaml")}
+    assert plans and plans <= names and "igel_exp/costs.yaml" in names
+    code = "import sys; from igel_exp.reproduce import reproduce_main; sys.exit(reproduce_main(sys.argv[1:]))"
+    dry = subprocess.run(
+        [sys.executable, "-c", code, "all", "--dry-run"],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env, "MLFLOW_TRACKING_URI": f"sqlite:///{elsewhere / 'mlflow.db'}"},
+        timeout=300,
+    )
+    assert dry.returncode == 0, dry.stderr
+    assert f"--config-dir {installed / 'igel_exp' / 'experiments'} --config-name link_prediction_grid" in dry.stdout
+    assert dry.stdout.splitlines()[-1].startswith("all: ") and not (elsewhere / "mlflow.db").exists()

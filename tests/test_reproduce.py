@@ -123,3 +123,68 @@ def test_missing_data_is_reported_and_the_other_jobs_on_it_are_not_attempted(
 def test_reproduce_needs_the_tables_named(capsys):
     assert reproduce_main(["threads=1"]) == 2
     assert capsys.readouterr().err.strip() == "igel-reproduce: error: name the tables to reproduce, or all"
+
+
+GRID = {**TABLE, "rows": [], "select": {"metric": "spearman_degree", "mode": "max", "seeds": [0]}}
+
+
+def test_select_then_confirm_runs_the_grid_on_the_selection_seed_then_the_chosen_point_on_every_seed(
+    experiments_dir, store_uri, capsys
+):
+    experiments_dir("grid", {"encoder.distance": "1,2,3", "seed": "range(3)"}, {**GRID, "paper": []})
+    assert (
+        reproduce_main(["grid", "--profile", "quick", "--experiments", str(experiments_dir.folder), "--dry-run"]) == 0
+    )
+    dry = capsys.readouterr().out
+    assert dry.startswith("grid (quick): 3 (then 2 more: the chosen points' other seeds) of 5 runs to do, about")
+    assert "all: 5 runs to do, about" in dry
+
+    assert reproduce_main(["grid", "--profile", "quick", "--experiments", str(experiments_dir.folder)]) == 0
+    text = capsys.readouterr().out
+    runs = jobs_in_store(store_uri)
+    assert list(runs.status) == ["FINISHED"] * 5
+    first = runs.iloc[:3]  # the selection: every point on seed 0, then the best point's seeds 1 and 2
+    assert list(first["params.seed"]) == ["0"] * 3
+    best = first.loc[first["metrics.spearman_degree"].astype(float).idxmax(), "params.encoder.distance"]
+    assert list(zip(runs["params.encoder.distance"][3:], runs["params.seed"][3:], strict=True)) == [
+        (best, "1"),
+        (best, "2"),
+    ]
+    assert "(n=3)" in text and f"encoder.distance={best}" in text and "Missing" not in text
+    assert "Select, then confirm: every grid point runs on seed 0" in text
+    assert reproduce_main(["grid", "--profile", "quick", "--experiments", str(experiments_dir.folder)]) == 0
+    assert len(jobs_in_store(store_uri)) == 5  # a rerun does nothing
+
+
+def test_reproduce_through_the_joblib_launcher_skips_what_is_finished(experiments_dir, store_uri, capsys):
+    experiments_dir("tiny", {"encoder.distance": "1,2", "seed": "0"}, TABLE)
+    pipelines.run(compose_config_for(experiments_dir, "encoder.distance=1"))  # the first job is already done
+    launch = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
+    assert reproduce(experiments_dir.folder, *launch) == 0
+    text = capsys.readouterr().out
+    runs = jobs_in_store(store_uri)
+    assert list(runs.status) == ["FINISHED", "FINISHED"] and list(runs["params.encoder.distance"]) == ["1", "2"]
+    [parent] = mlflow.search_runs(
+        search_all_experiments=True, filter_string=f"tags.`{REPRODUCE_TAG}` = 'tiny (quick)'"
+    ).itertuples()
+    assert parent.status == "FINISHED" and runs["tags.igel.sweep"].tolist()[1] == parent.run_id
+    assert "| 1 | 0.728 |" in text and "Missing" not in text
+    assert reproduce(experiments_dir.folder, *launch) == 0
+    assert len(jobs_in_store(store_uri)) == 2
+
+
+def compose_config_for(experiments_dir, *overrides):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(experiments_dir.folder), version_base="1.3"):
+        return compose("tiny", ["hydra.searchpath=[pkg://igel_exp.conf]", "seed=0", *TINY_QUICK, *overrides])
+
+
+def test_an_unknown_launcher_is_one_line(experiments_dir, store_uri, capsys):
+    experiments_dir("tiny", {"encoder.distance": "1", "seed": "0"}, TABLE)
+    assert reproduce(experiments_dir.folder, "hydra/launcher=nope") == 1
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert (
+        error.startswith("igel-reproduce: error: hydra/launcher=nope: ")
+        and "Could not find 'hydra/launcher/nope'" in error
+    )

@@ -10,7 +10,7 @@ import mlflow
 import pytest
 from omegaconf import OmegaConf
 
-from igel_exp.tracking import flatten, sigterm_interrupts, tracked_run, tracking_uri
+from igel_exp.tracking import SWEEP_TAG, flatten, running_jobs, sigterm_interrupts, tracked_run, tracking_uri
 
 
 def test_flatten_nested_config():
@@ -94,3 +94,18 @@ def test_runs_started_together_in_a_fresh_directory_share_one_new_store(tmp_path
     mlflow.set_tracking_uri(uri)
     runs = mlflow.search_runs(experiment_names=["together"], output_format="list")
     assert len(runs) == 4
+
+
+def test_running_jobs_counts_the_running_runs_nested_under_the_parents(store_uri):
+    mlflow.set_tracking_uri(store_uri)  # as use_store has set it wherever running_jobs is called
+    client = mlflow.MlflowClient(store_uri)
+    experiment = client.create_experiment("sweeps")
+    parents = [client.create_run(experiment).info.run_id for _ in range(3)]
+    for parent, statuses in zip(parents, [("RUNNING", "RUNNING"), ("RUNNING", "FINISHED"), ("RUNNING",)], strict=True):
+        client.set_tag(parent, SWEEP_TAG, parent)
+        for status in statuses:
+            job = client.create_run(experiment, tags={SWEEP_TAG: parent}).info.run_id
+            if status != "RUNNING":
+                client.set_terminated(job, status)
+    assert running_jobs([experiment], parents[:2]) == 3  # the parents themselves (RUNNING) do not count
+    assert running_jobs([experiment], parents) == 4 and running_jobs([experiment], []) == 0

@@ -1,0 +1,153 @@
+"""How long a plan's runs will take: the wall-time estimate of `igel-reproduce --dry-run`.
+
+A job's seconds come from the first of these that knows its kind:
+1. the store: the median duration of the FINISHED runs of its grid point (the same config, another seed);
+2. the store: the FINISHED runs of its kind (the first entry of the cost model whose `match` it has), scaled by
+   work: start_s + median((duration - start_s) / work) × the job's work;
+3. the cost model, igel_exp/costs.yaml: start_s + per_unit_s × work, measured one job at a time on 2 cores.
+A run's work is what its skip-gram trainer does: epochs × walks_per_node × walk_length × (2·window + negatives)
+walk-position scores, times |V| where the config has it (dataset.num_nodes: generated graphs; a named dataset's
+size is part of its kind); 1 for other runs (PPI's supervised trainer stops early: its kind's duration is all
+there is). Durations are MLflow's (end − start of the run): they leave out the start of a process, which
+igel-reproduce pays once per call, isolated jobs (scalability) once per job, which start_s then includes.
+
+Recalibrate after the trainer gets faster or the machine changes: run tables into a store, then
+`python scripts/calibrate_costs.py --tracking-uri URI` rewrites costs.yaml from the store's runs; meanwhile
+the estimate of a store that has runs of a kind already follows them (steps 1 and 2).
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from igel_exp.errors import ConfigError
+from igel_exp.identity import NOT_IDENTITY
+from igel_exp.plan import Job, matches
+
+COSTS = "costs.yaml"  # in the igel_exp package
+WORK_KEYS = ("trainer.epochs", "trainer.walks_per_node", "trainer.walk_length", "trainer.window", "trainer.negatives")
+
+
+@dataclass(frozen=True)
+class Kind:
+    """Runs whose config has every value of `match`, and what one costs: start_s + per_unit_s × work."""
+
+    match: Mapping[str, Any]
+    start_s: float
+    per_unit_s: float
+
+
+@dataclass(frozen=True)
+class Duration:
+    """A FINISHED run of the store: its flattened config (MLflow params, strings) and its wall time."""
+
+    params: Mapping[str, str]
+    seconds: float
+
+
+@dataclass
+class Estimate:
+    """Seconds for some jobs, and how many of them each source estimated."""
+
+    seconds: float = 0.0
+    sources: dict[str, int] = field(default_factory=dict)
+
+    def add(self, seconds: float, source: str, count: int = 1) -> None:
+        self.seconds += seconds
+        self.sources[source] = self.sources.get(source, 0) + count
+
+    def __iadd__(self, other: Estimate) -> Estimate:
+        self.seconds += other.seconds
+        for source, count in other.sources.items():
+            self.sources[source] = self.sources.get(source, 0) + count
+        return self
+
+
+def load_kinds(text: str | None = None) -> list[Kind]:
+    """The cost model: costs.yaml's kinds, in order (the first match wins)."""
+    text = text if text is not None else importlib.resources.files("igel_exp").joinpath(COSTS).read_text()
+    kinds = []
+    for number, entry in enumerate((yaml.safe_load(text) or {}).get("kinds") or [], 1):
+        try:
+            kinds.append(Kind(dict(entry["match"]), float(entry["start_s"]), float(entry["per_unit_s"])))
+        except (KeyError, TypeError, ValueError) as error:
+            raise ConfigError(f"{COSTS}: kind {number} needs match, start_s and per_unit_s ({error})") from None
+    return kinds
+
+
+def work(flat: Mapping[str, Any]) -> float:
+    """Walk-position scores of a skip-gram run (see the module's docstring); 1 for any other run."""
+    if str(flat.get("trainer.objective")) != "skipgram":
+        return 1.0
+    try:
+        epochs, walks, length, window, negatives = (float(flat[key]) for key in WORK_KEYS)
+        nodes = float(flat.get("dataset.num_nodes") or 1)
+    except (KeyError, TypeError, ValueError):
+        return 1.0
+    return epochs * walks * length * (2 * window + negatives) * nodes
+
+
+def point_signature(flat: Mapping[str, Any]) -> frozenset:
+    """A grid point as text: the identity keys but the seed, with the values as MLflow logs them."""
+
+    def counts(key: str) -> bool:
+        return key != "seed" and not any(key == skip or key.startswith(f"{skip}.") for skip in NOT_IDENTITY)
+
+    return frozenset((key, str(value)) for key, value in flat.items() if counts(key))
+
+
+class Estimator:
+    """Seconds per job from the store's finished runs (`durations`), else from the cost model (`kinds`)."""
+
+    def __init__(self, durations: Iterable[Duration], kinds: Sequence[Kind]):
+        self.kinds = list(kinds)
+        self.by_point: dict[frozenset, list[float]] = {}
+        self.rates: dict[int, list[float]] = {}  # kind index -> the store's seconds per unit of work
+        for run in durations:
+            self.by_point.setdefault(point_signature(run.params), []).append(run.seconds)
+            index = self._kind(run.params)
+            if index is not None:
+                kind = self.kinds[index]
+                self.rates.setdefault(index, []).append(max(run.seconds - kind.start_s, 0.0) / work(run.params))
+
+    def _kind(self, flat: Mapping[str, Any]) -> int | None:
+        return next((index for index, kind in enumerate(self.kinds) if matches(flat, kind.match)), None)
+
+    def job(self, job: Job) -> tuple[float | None, str]:
+        """The job's seconds and where they come from: store (point), store (kind), cost model, or none."""
+        same_point = self.by_point.get(point_signature(job.flat))
+        if same_point:
+            return statistics.median(same_point), "the store's runs of the same grid point"
+        index = self._kind(job.flat)
+        if index is None:
+            return None, "no estimate (a kind the cost model lacks)"
+        kind = self.kinds[index]
+        if index in self.rates:
+            return kind.start_s + statistics.median(self.rates[index]) * work(job.flat), "the store's runs of its kind"
+        return kind.start_s + kind.per_unit_s * work(job.flat), f"the cost model ({COSTS})"
+
+    def jobs(self, jobs: Iterable[Job], extra: int = 0) -> Estimate:
+        """The jobs' total, plus `extra` runs costed as the mean of these jobs (confirmations not chosen yet)."""
+        estimate, known = Estimate(), []
+        for job in jobs:
+            seconds, source = self.job(job)
+            estimate.add(seconds or 0.0, source)
+            if seconds is not None:
+                known.append(seconds)
+        if extra:
+            estimate.add(extra * (statistics.mean(known) if known else 0.0), "the mean of the selection runs", extra)
+        return estimate
+
+
+def duration_text(seconds: float) -> str:
+    """1 h 05 min, 12 min, 40 s."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
