@@ -127,6 +127,7 @@ class SkipGramTrainer:
             if on_epoch is not None:
                 on_epoch(epoch, {"loss": history[-1], "positive_pairs": float(pairs)})
         model.eval()
+        self.affine = affine.detach() if self.logit_affine else None  # the learned [scale, bias], for the saved model
         return history
 
     def _batches(self, chunks: Iterable[np.ndarray]) -> Iterator[torch.Tensor]:
