@@ -2,26 +2,19 @@
 
 import subprocess
 import sys
-from pathlib import Path
 
 import mlflow
 import numpy as np
 import pandas as pd
 import pytest
 from hydra import compose, initialize_config_module
+from test_cli import QUICK, runs
 
 from igel_exp import pipelines
 from igel_exp.errors import ModelError
 from igel_exp.pipelines.common import load
 from igel_exp.pipelines.embed import embed
 from igel_exp.saved_model import IGELModel
-
-QUICK = ["trainer.epochs=1", "trainer.walk_length=20", "progress=false"]
-
-
-def runs(tmp_path: Path):
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    return mlflow.search_runs(search_all_experiments=True)
 
 
 def embed_config(*overrides: str):

@@ -2,6 +2,7 @@
 
 import mlflow
 import pytest
+from test_cli import igel_run, runs
 
 from igel_exp import pipelines
 from igel_exp.errors import ConfigError
@@ -73,3 +74,15 @@ def test_a_source_that_cannot_transfer_is_refused(compose_config, store_uri):
         pipelines.run(compose_config(*base, "task.source_overrides=['encoder=deepwalk']"))
     with pytest.raises(ConfigError, match=r"^task.source=nope task.source_overrides=\[\]: .*dataset/nope"):
         pipelines.run(compose_config(*base, "task.source=nope"))
+
+
+@pytest.mark.slow
+def test_a_sweep_of_igel_run_composes_a_inside_the_app(tmp_path):
+    """Inside igel-run, Hydra is initialised: A's config comes from the app's own search path."""
+    sweep = ["-m", "experiment=transfer_link_prediction", "task.source=miserables", "dataset=miserables,erdos_renyi"]
+    result = igel_run(*sweep, SOURCE_TINY, *TINY, *RUNTIME, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    done = runs(tmp_path)
+    transfers = done[done["params.name"] == "transfer_link_prediction"].sort_values("start_time")
+    assert len(done) == 2 + 2 + 1 and list(transfers["params.dataset.name"]) == ["miserables", "erdos_renyi"]
+    assert transfers["metrics.auc"].iloc[0] == transfers["metrics.own_auc"].iloc[0]

@@ -52,10 +52,10 @@ def transfer_link_prediction(config: DictConfig) -> dict[str, float]:
             f"task.source_overrides: A's run has encoder={source_config.encoder.name}, which embeds only the nodes"
             " it was trained on; transfer needs encoder=igel"
         )
-    use_store(tracking_uri(config.get("tracking", {}).get("uri")))
+    uri = use_store(tracking_uri(config.get("tracking", {}).get("uri")))
     own = finished_or_run(own_config(config, source_config), needs_model=False)
     source = finished_or_run(source_config, needs_model=True)
-    model = IGELModel.load(source.info.run_id)
+    model = IGELModel.load(source.info.run_id, uri)
     stages = Stages()
     name = f"{task.source} → {config.dataset.name} seed={config.seed}"
     with tracked_run(config, config.name, run_name=name) as logger:
