@@ -66,7 +66,13 @@ class IGELModel:
 
     @classmethod
     def trained(
-        cls, encoder: IGELEncoder, embedding: IGELEmbedding, graph: ig.Graph, name: str, config: DictConfig, affine=None
+        cls,
+        encoder: IGELEncoder,
+        embedding: IGELEmbedding,
+        graph: ig.Graph,
+        name: str,
+        config: DictConfig,
+        affine: torch.Tensor | None = None,
     ) -> IGELModel:
         """The model of a run: its encoder, its IGELEmbedding's W and the graph `name` it was trained on."""
         trained_on = {"dataset": name, "nodes": graph.vcount(), "edges": graph.ecount()}
@@ -106,7 +112,8 @@ class IGELModel:
         return float(unseen[features.indices].mean())
 
     def clamped_nodes(self, graph: ig.Graph) -> int:
-        """Nodes whose degree exceeds δmax: the encoder counts them (and their neighbours' ego graphs) at δmax."""
+        """Nodes whose degree exceeds δmax: in every ego graph where more than δmax of their neighbours lie, the
+        encoder counts them at δmax."""
         return int((np.asarray(graph.degree(), dtype=np.int64) > self.max_degree).sum())
 
     def save(self, folder: str | Path) -> Path:
@@ -159,6 +166,8 @@ class IGELModel:
         try:
             encoder = IGELEncoder.from_frozen(manifest["encoder"], n_jobs=torch.get_num_threads())
             state = torch.load(folder / WEIGHTS, map_location="cpu", weights_only=True)
+            if state["weight"].shape[1:] != (manifest["dim"],):
+                raise ValueError(f"W is {tuple(state['weight'].shape)} but dim is {manifest['dim']}")
             return cls(encoder, state["weight"], state.get("affine"), manifest["trained_on"], manifest["config"])
         except (OSError, KeyError, TypeError, ValueError, RuntimeError) as error:
             raise ModelError(f"{folder}: a malformed IGEL model ({type(error).__name__}: {error})") from None
