@@ -42,7 +42,7 @@ def test_the_transfer_table_reuses_the_runs_of_the_link_prediction_table(profile
 
 
 def test_transfer_end_to_end_reusing_finished_runs(compose_config, store_uri, monkeypatch):
-    client = mlflow.MlflowClient()
+    client = mlflow.MlflowClient(store_uri)
     sweep = client.create_run(client.create_experiment("transfer_link_prediction")).info.run_id
     monkeypatch.setenv(PARENT_RUN_ENV, sweep)  # as in a sweep: the transfer runs are nested, the models' runs not
 
