@@ -27,6 +27,8 @@ from igel_exp.errors import ConfigError
 
 TRANSFORMS = ("log", "none")
 NORMALISATIONS = ("sum", "max", "l2", "none")
+PLAIN_BLOCKS = ("degree",)  # the column blocks of the features: each ego-graph node's degree,
+RELATIVE_BLOCKS = ("closer", "further", "degree")  # and with relative_degrees its neighbours closer and further
 
 # Per-entry bookkeeping is packed into one int64 so that a single sparse addition aligns it with the
 # product: bits 60-61 tag the entry's layer relative to the frontier, three 20-bit fields hold counts.
@@ -214,11 +216,39 @@ class IGELEncoder:
 
     def fit(self, graph: ig.Graph) -> IGELEncoder:
         """Fix δmax to the graph's largest degree."""
-        degrees = graph.degree()
-        self.max_degree_ = int(max(degrees, default=0))
-        if self.max_degree_ > MAX_SUPPORTED_DEGREE:
-            raise ValueError(f"max degree {self.max_degree_} exceeds the supported {MAX_SUPPORTED_DEGREE}")
+        self.max_degree_ = _max_degree(graph)
         return self
+
+    def frozen(self) -> dict:
+        """What the features of any graph depend on once fitted: α, δmax, transform, normalisation, relative
+        degrees, and the column layout they give (`blocks` of (α+1)(δmax+1) columns, column
+        block·(α+1)(δmax+1) + distance·(δmax+1) + min(degree, δmax))."""
+        self._check_fitted()
+        return {
+            "distance": self.distance,
+            "max_degree": self.max_degree_,
+            "transform": self.transform_name,
+            "normalise": self.normalise,
+            "relative_degrees": bool(self.relative_degrees),
+            "blocks": list(RELATIVE_BLOCKS if self.relative_degrees else PLAIN_BLOCKS),
+            "n_features": self.n_features,
+        }
+
+    @classmethod
+    def from_frozen(cls, settings: dict, chunk_size: int = 256, n_jobs: int | None = None) -> IGELEncoder:
+        """The fitted encoder that `frozen()` described: it encodes any graph as the original one did."""
+        encoder = cls(
+            distance=settings["distance"],
+            transform=settings["transform"],
+            normalise=settings["normalise"],
+            relative_degrees=settings["relative_degrees"],
+            chunk_size=chunk_size,
+            n_jobs=n_jobs,
+        )
+        encoder.max_degree_ = int(settings["max_degree"])
+        if encoder.frozen() != settings:
+            raise ValueError(f"inconsistent encoder settings {settings} (they give {encoder.frozen()})")
+        return encoder
 
     @property
     def n_features(self) -> int:
@@ -232,6 +262,7 @@ class IGELEncoder:
         self._check_fitted()
         if graph.is_directed() or not graph.is_simple():
             raise ValueError("IGEL encodes simple undirected graphs; simplify the graph first")
+        _max_degree(graph)  # degrees above δmax are clamped, but the counts must fit their bit fields
         adj = adjacency(graph)
         n = graph.vcount()
         starts = range(0, n, self.chunk_size)
@@ -294,6 +325,13 @@ class IGELEncoder:
     def _check_fitted(self) -> None:
         if self.max_degree_ is None:
             raise RuntimeError("IGELEncoder is not fitted: call fit(graph) first")
+
+
+def _max_degree(graph: ig.Graph) -> int:
+    degree = int(max(graph.degree(), default=0))
+    if degree > MAX_SUPPORTED_DEGREE:
+        raise ValueError(f"max degree {degree} exceeds the supported {MAX_SUPPORTED_DEGREE}")
+    return degree
 
 
 def normalise_rows(features: sp.csr_matrix, how: str) -> sp.csr_matrix:

@@ -13,5 +13,9 @@ class DataError(IgelError, ValueError):
     """A data file is missing or malformed; the message names the file (and line)."""
 
 
+class ModelError(IgelError, ValueError):
+    """A saved IGEL model is absent, unreadable or of another format version; the message names the run or file."""
+
+
 class BudgetError(IgelError, MemoryError):
     """A run would exceed, or has reached, a configured resource budget; the message names its key."""

@@ -161,6 +161,11 @@ class RunLogger:
         mlflow.log_artifact(str(path), run_id=self.run_id)
 
     @store_call()
+    def folder(self, path: str | Path, name: str) -> None:
+        """Log the files of a folder as the artifact folder `name`."""
+        mlflow.log_artifacts(str(path), artifact_path=name, run_id=self.run_id)
+
+    @store_call()
     def text(self, text: str, name: str) -> None:
         mlflow.log_text(text, name)
 

@@ -150,7 +150,7 @@ class SkipGramTrainer:
             log.info("epoch %d/%d: loss %.5f over %d positive pairs", epoch, self.epochs, loss, pairs)
             if on_epoch is not None:
                 on_epoch(epoch, {"loss": loss, "positive_pairs": float(pairs)})
-        self.affine = step.affine.detach().clone() if self.logit_affine else None
+        self.affine = step.affine.detach().clone() if self.logit_affine else None  # for the saved model
         model.eval()
         return history
 

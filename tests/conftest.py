@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import igraph as ig
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -14,6 +15,7 @@ from hydra import compose, initialize_config_module
 from mlflow.tracking import MlflowClient
 
 from igel_exp.data.registry import miserables_graph
+from igel_exp.reference import reference_encoding
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -49,6 +51,23 @@ def small_graphs() -> dict[str, ig.Graph]:
         "lattice": ig.Graph.Lattice([5, 6], circular=False),
         "empty": ig.Graph(4),
     }
+
+
+KINDS = {"closer": 0, "further": 1, "degree": 2}
+
+
+def reference_counts(graph, encoder, nodes=None) -> np.ndarray:
+    """The plain-BFS reference laid out in the encoder's columns."""
+    nodes = list(range(graph.vcount())) if nodes is None else nodes
+    reference = reference_encoding(graph, encoder.distance, encoder.relative_degrees, nodes)
+    width = encoder.max_degree_ + 1
+    block = (encoder.distance + 1) * width
+    dense = np.zeros((len(nodes), encoder.n_features), dtype=np.int64)
+    for row, counter in enumerate(reference):
+        for key, count in counter.items():
+            kind, (c, degree) = (KINDS[key[0]], key[1:]) if encoder.relative_degrees else (0, key)
+            dense[row, kind * block + c * width + min(degree, encoder.max_degree_)] += count
+    return dense
 
 
 @pytest.fixture(

@@ -7,25 +7,8 @@ from igel_exp import encoding
 from igel_exp.data import DataContext, load_dataset
 from igel_exp.encoding import IGELEncoder, adjacency, local_ball, normalise_rows
 from igel_exp.errors import ConfigError
-from igel_exp.reference import reference_encoding
 
-from conftest import small_graphs
-
-KINDS = {"closer": 0, "further": 1, "degree": 2}
-
-
-def reference_counts(graph, encoder, nodes=None) -> np.ndarray:
-    """The plain-BFS reference laid out in the encoder's columns."""
-    nodes = list(range(graph.vcount())) if nodes is None else nodes
-    reference = reference_encoding(graph, encoder.distance, encoder.relative_degrees, nodes)
-    width = encoder.max_degree_ + 1
-    block = (encoder.distance + 1) * width
-    dense = np.zeros((len(nodes), encoder.n_features), dtype=np.int64)
-    for row, counter in enumerate(reference):
-        for key, count in counter.items():
-            kind, (c, degree) = (KINDS[key[0]], key[1:]) if encoder.relative_degrees else (0, key)
-            dense[row, kind * block + c * width + min(degree, encoder.max_degree_)] += count
-    return dense
+from conftest import reference_counts, small_graphs
 
 
 @pytest.mark.parametrize("name", sorted(small_graphs()))

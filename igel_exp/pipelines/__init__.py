@@ -44,4 +44,5 @@ from igel_exp.pipelines import (  # noqa: E402, F401
     node_classification,
     scalability,
     sister_cities,
+    transfer,
 )

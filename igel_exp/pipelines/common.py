@@ -16,6 +16,7 @@ from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import ConfigError
 from igel_exp.memory import MemoryBudget, PeakMeter
 from igel_exp.models import FreeEmbedding, IGELEmbedding, embed_all
+from igel_exp.saved_model import IGELModel
 from igel_exp.tracking import RunLogger
 from igel_exp.training import SkipGramTrainer, resolve_device
 from igel_exp.walks import CSRGraph, DeviceWalker, epoch_walks
@@ -128,7 +129,8 @@ def load(config: DictConfig) -> Dataset:
 def train_unsupervised(
     dataset: Dataset, config: DictConfig, encoder: IGELEncoder | None, logger: RunLogger, stages: Stages
 ) -> np.ndarray:
-    """Skip-gram embeddings (|V| × d) of the dataset's graph: IGEL's e_n = x_nᵀ W, or free vectors."""
+    """Skip-gram embeddings (|V| × d) of the dataset's graph: IGEL's e_n = x_nᵀ W, or free vectors. An IGEL run
+    logs its model (igel_exp.saved_model) as the artifact folder `model/`."""
     trainer_config = config.trainer
     device = resolve_device(trainer_config.device)
     graph = dataset.graph
@@ -167,6 +169,8 @@ def train_unsupervised(
             walks_per_epoch=graph.vcount() * trainer_config.walks_per_node,
         )
     stages.exclude("train", "walks")  # walks are drawn lazily inside training
+    if encoder is not None:
+        IGELModel.trained(encoder, model, graph, dataset.name, config, trainer.affine).log(logger)
     return embed_all(model, device)
 
 

@@ -24,6 +24,7 @@ from igel_exp.errors import ConfigError, DataError
 from igel_exp.models import IGELEmbedding, NodeClassifier, predict_labels, restrict_to_seen
 from igel_exp.pipelines import pipeline
 from igel_exp.pipelines.common import Stages, build_encoder, load, skipgram_trainer
+from igel_exp.saved_model import IGELModel
 from igel_exp.tasks.node_classification import micro_f1, multilabel_scores
 from igel_exp.tracking import RunLogger, tracked_run
 from igel_exp.training import SupervisedTrainer, resolve_device
@@ -118,6 +119,9 @@ def node_classification(config: DictConfig) -> dict[str, float]:
         }
         logger.metrics(metrics)
         _log_model(model, encoder, scaling, config, logger)
+        if structure is not None:  # the IGEL layer alone, as every IGEL run logs it: embeds any graph
+            train = dataset.splits["train"].graph
+            IGELModel.trained(encoder, structure, train, f"{dataset.name} (train)", config).log(logger)
     log.info(
         "node classification: test micro-F1 %.4f (precision %.4f, recall %.4f), best epoch %d of %d",
         metrics["test_micro_f1"],
@@ -230,18 +234,10 @@ def _pretrain(
 def _log_model(
     model: NodeClassifier, encoder: IGELEncoder | None, scaling: dict | None, config: DictConfig, logger: RunLogger
 ) -> None:
-    """model.pt: the trained parameters (W and the MLP) with what re-encoding an unseen graph needs."""
+    """model.pt: the whole classifier's parameters (W and the MLP) with what re-encoding an unseen graph needs."""
     checkpoint = {
         "parameters": {name: value.detach().cpu() for name, value in model.named_parameters()},
-        "encoder": None
-        if encoder is None
-        else {
-            "distance": encoder.distance,
-            "max_degree": encoder.max_degree_,
-            "transform": encoder.transform_name,
-            "normalise": encoder.normalise,
-            "relative_degrees": encoder.relative_degrees,
-        },
+        "encoder": None if encoder is None else encoder.frozen(),
         "feature_scaling": scaling,
         "trainer": OmegaConf.to_container(config.trainer, resolve=True),
         "task": OmegaConf.to_container(config.task, resolve=True),

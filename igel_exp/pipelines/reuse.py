@@ -19,12 +19,13 @@ import mlflow
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from igel_exp.saved_model import REUSED_TAG
 from igel_exp.tracking import store_call
 
 log = logging.getLogger(__name__)
 
 KEY_TAG = "igel.embedding_key"  # on runs that trained and logged embeddings.npy
-SOURCE_TAG = "igel.embeddings_from"  # on runs that took them from another run
+SOURCE_TAG = REUSED_TAG  # on runs that took them from another run (IGELModel.load follows it to the model)
 ARTIFACT = "embeddings.npy"
 # what determines the embeddings; data.root and data.download do not (files are checksummed)
 TRAINING_SECTIONS = ("dataset", "encoder", "trainer", "seed")

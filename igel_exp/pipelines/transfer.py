@@ -1,0 +1,190 @@
+"""Transfer of link prediction: dataset A's IGEL model, frozen, scored on dataset B's split beside B's own model.
+
+A run of experiment=transfer_link_prediction carries the sections of B's link-prediction run and names A in
+`task.source`. Both models come from ordinary link-prediction runs, found by identity (igel.config_hash, as
+igel-reproduce finds runs) among the FINISHED runs of their experiment and run first where missing, so that the
+link-prediction table and this one share them: A's is `experiment=link_prediction dataset=<task.source>` with this
+run's seed and `task.source_overrides`, B's is this run's own config as experiment=link_prediction names it. Then
+B's residual graph is encoded with A's frozen encoder (A's α and δmax: B's degrees above δmax count as δmax) and
+embedded by A's W, and B's split is scored by the link-prediction evaluator with B's run's seed. With A = B the
+model re-embeds its own training graph, so the transfer AUC equals B's own, bit for bit on the same CPU.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from collections.abc import Sequence
+
+import mlflow
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+from hydra.errors import HydraException
+from mlflow.entities import Run
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
+
+from igel_exp import pipelines
+from igel_exp.errors import ConfigError, DataError
+from igel_exp.identity import HASH_TAG, NOT_IDENTITY, config_hash
+from igel_exp.pipelines.common import Stages, load
+from igel_exp.pipelines.embed import SOURCE_RUN_TAG, inductive_metrics
+from igel_exp.pipelines.link_prediction import configured_split
+from igel_exp.saved_model import ARTIFACT, IGELModel
+from igel_exp.tasks.link_prediction import link_prediction_scores
+from igel_exp.tracking import PARENT_RUN_ENV, store_call, tracked_run, tracking_uri, use_store
+
+log = logging.getLogger(__name__)
+
+SOURCE_EXPERIMENT = "link_prediction"  # the conf/experiment/ file whose runs give the models
+OWN_RUN_TAG = "igel.own_run"  # B's link-prediction run, whose AUC is own_auc
+TRANSFER_KEYS = ("source", "source_overrides")  # the task keys that link prediction does not have
+
+
+@pipelines.pipeline("transfer_link_prediction")
+def transfer_link_prediction(config: DictConfig) -> dict[str, float]:
+    """AUC of A's frozen model on B's split (auc, val_auc) beside B's own (own_auc, own_val_auc)."""
+    task = config.task
+    source_config = link_prediction_config_of(config)
+    if source_config.encoder.name != "igel":
+        raise ConfigError(
+            f"task.source_overrides: A's run has encoder={source_config.encoder.name}, which embeds only the nodes"
+            " it was trained on; transfer needs encoder=igel"
+        )
+    uri = use_store(tracking_uri(config.get("tracking", {}).get("uri")))
+    own = finished_or_run(own_config(config, source_config), needs_model=False)
+    source = finished_or_run(source_config, needs_model=True)
+    model = IGELModel.load(source.info.run_id, uri)
+    stages = Stages()
+    name = f"{task.source} → {config.dataset.name} seed={config.seed}"
+    with tracked_run(config, config.name, run_name=name) as logger:
+        logger.tags({SOURCE_RUN_TAG: source.info.run_id, OWN_RUN_TAG: own.info.run_id})
+        with stages("load"):
+            dataset = load(config)
+        logger.metrics(dataset.report.as_metrics())
+        with stages("split"):
+            split, key, _ = configured_split(dataset, config)
+        if own.data.tags.get("split") != key:
+            raise DataError(
+                f"B's own run {own.info.run_id} used the split {own.data.tags.get('split')}, this run {key}:"
+                " its data changed since"
+            )
+        logger.tags({"split": key})
+        residual = split.residual_graph(dataset.graph.vs["name"])
+        with stages("encode"):
+            features = model.encoder.transform(residual)
+        with stages("embed"):
+            embeddings = model.embed_features(features)
+        with stages("evaluate"):
+            scores = link_prediction_scores(embeddings, split, config.seed, task.validation_fraction)
+        metrics = {
+            **scores,
+            "own_auc": own.data.metrics["auc"],
+            "own_val_auc": own.data.metrics["val_auc"],
+            **inductive_metrics(model, residual, features),
+            **stages.metrics(),
+        }
+        logger.metrics(metrics)
+    log.info(
+        "link prediction on %s with the model of %s (seed %d): AUC %.4f, its own model %.4f",
+        dataset.name,
+        task.source,
+        config.seed,
+        metrics["auc"],
+        metrics["own_auc"],
+    )
+    return metrics
+
+
+def link_prediction_config_of(config: DictConfig) -> DictConfig:
+    """A's link-prediction run: experiment=link_prediction with dataset=<task.source>, this run's seed and
+    task.source_overrides; where and how it runs (the keys outside its identity) follow this run."""
+    task = config.task
+    overrides = [
+        f"experiment={SOURCE_EXPERIMENT}",
+        f"dataset={task.source}",
+        f"seed={config.seed}",
+        *[str(item) for item in task.source_overrides],
+    ]
+    try:
+        source = compose_packaged(overrides)
+    except (HydraException, OmegaConfBaseException) as error:
+        raise ConfigError(
+            f"task.source={task.source} task.source_overrides={list(task.source_overrides)}: "
+            + str(error).splitlines()[0]
+        ) from None
+    for key in NOT_IDENTITY:
+        value = OmegaConf.select(config, key, default=_ABSENT)
+        if value is not _ABSENT and OmegaConf.select(source, key, default=_ABSENT) is not _ABSENT:
+            OmegaConf.update(source, key, copy.deepcopy(value), merge=False)
+    return source
+
+
+_ABSENT = object()
+
+
+def own_config(config: DictConfig, source_config: DictConfig) -> DictConfig:
+    """B's link-prediction run: this run's config without the transfer keys, named as A's run is."""
+    own = copy.deepcopy(config)
+    with open_dict(own):
+        own.name = source_config.name
+        own.task.name = source_config.task.name
+        for key in TRANSFER_KEYS:
+            own.task.pop(key, None)
+    return own
+
+
+def compose_packaged(overrides: Sequence[str]) -> DictConfig:
+    """The primary config `config` composed with `overrides`, as igel-run composes it: inside a Hydra app with the
+    app's search path (configs added with --config-dir count), otherwise from the packaged tree."""
+    if GlobalHydra.instance().is_initialized():
+        return compose(config_name="config", overrides=list(overrides))
+    with initialize_config_module(config_module="igel_exp.conf", version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def finished_or_run(config: DictConfig, needs_model: bool) -> Run:
+    """The latest FINISHED run of `config` (by identity) with a model when `needs_model`; run now if there is none.
+
+    A run made here is a top-level run of its own experiment, as `igel-run` would have made it, never nested under
+    the sweep that runs this transfer (its parent is a run of another experiment).
+    """
+    identity = config_hash(config)
+    found = finished_run(str(config.name), identity, needs_model)
+    if found is not None:
+        log.info("reusing run %s of %s (%s)", found.info.run_id, config.name, _describe(config))
+        return found
+    log.info("no finished run of %s (%s): running it", config.name, _describe(config))
+    parent = os.environ.pop(PARENT_RUN_ENV, None)
+    try:
+        pipelines.run(config)
+    finally:
+        if parent is not None:
+            os.environ[PARENT_RUN_ENV] = parent
+    found = finished_run(str(config.name), identity, needs_model)
+    if found is None:  # the run ended without error, so only a store that lost it gets here
+        raise DataError(f"the run of {config.name} ({_describe(config)}) just made is not in the MLflow store")
+    return found
+
+
+@store_call()
+def finished_run(experiment: str, identity: str, needs_model: bool) -> Run | None:
+    """The latest FINISHED run of the experiment tagged with `identity` (that logged a model, if asked)."""
+    found = mlflow.get_experiment_by_name(experiment)
+    if found is None:
+        return None
+    client = mlflow.MlflowClient()
+    runs = client.search_runs(
+        [found.experiment_id],
+        filter_string=f"tags.`{HASH_TAG}` = '{identity}' and attributes.status = 'FINISHED'",
+        order_by=["attributes.start_time DESC"],
+    )
+    for run in runs:
+        if not needs_model or client.list_artifacts(run.info.run_id, ARTIFACT):
+            return run
+    return None
+
+
+def _describe(config: DictConfig) -> str:
+    return f"dataset={config.dataset.name} encoder={config.encoder.name} seed={config.seed}"

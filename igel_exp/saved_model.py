@@ -1,0 +1,199 @@
+"""A trained IGEL model as a product: logged by every run that trains one, loaded by run id or folder, applied to
+any graph.
+
+An IGEL model is the fitted encoder (α, δmax, transform, normalisation, relative degrees: the feature layout) and
+W. Embedding a graph is encoding it with those settings and one sparse product, no training, so a model embeds
+graphs it never saw: a degree above δmax falls into the δmax column, as in the paper's inductive setting, and a
+(distance, degree) pair the training graph never had meets a row of W that training left at zero.
+
+Format, version 1: the artifact folder `model/` of an MLflow run (or any folder) holding
+  igel-model.json  {"format": "igel-model", "version": 1,
+                    "encoder": {"distance", "max_degree", "transform", "normalise", "relative_degrees",
+                                "blocks", "n_features"}  (IGELEncoder.frozen(): column
+                                block·(α+1)(δmax+1) + distance·(δmax+1) + min(degree, δmax)),
+                    "dim": d, "trained_on": {"dataset", "nodes", "edges"}, "config": the run's resolved config}
+  weights.pt       a torch state dict: "weight", W (n_features × d, float32), and where the skip-gram trainer
+                   learned one, "affine", the [scale, bias] of its logit σ(scale · e_t·e_o + bias)
+A reader refuses any other version rather than guess; a change of meaning gets a new version.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import igraph as ig
+import mlflow
+import numpy as np
+import scipy.sparse as sp
+import torch
+from mlflow.exceptions import MlflowException
+from omegaconf import DictConfig, OmegaConf
+
+from igel_exp.encoding import IGELEncoder
+from igel_exp.errors import ModelError
+from igel_exp.models import IGELEmbedding, embed_all
+from igel_exp.tracking import RunLogger, store_call, tracking_uri
+
+FORMAT = "igel-model"
+VERSION = 1
+ARTIFACT = "model"  # the run's artifact folder
+MANIFEST = "igel-model.json"
+WEIGHTS = "weights.pt"
+REUSED_TAG = "igel.embeddings_from"  # a run that took its embeddings from another run (pipelines.reuse) has no model
+
+
+@dataclass
+class IGELModel:
+    """A fitted encoder and W (n_features × d); `affine` is the skip-gram logit's [scale, bias] when learned."""
+
+    encoder: IGELEncoder
+    weight: torch.Tensor
+    affine: torch.Tensor | None = None
+    trained_on: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.weight = self.weight.detach().to("cpu", torch.float32).clone()
+        self.affine = None if self.affine is None else self.affine.detach().to("cpu", torch.float32).clone()
+        if isinstance(self.config, DictConfig):
+            self.config = OmegaConf.to_container(self.config, resolve=True)
+        if self.weight.ndim != 2 or self.weight.shape[0] != self.encoder.n_features:
+            raise ModelError(f"W is {tuple(self.weight.shape)}, the encoder gives {self.encoder.n_features} features")
+
+    @classmethod
+    def trained(
+        cls,
+        encoder: IGELEncoder,
+        embedding: IGELEmbedding,
+        graph: ig.Graph,
+        name: str,
+        config: DictConfig,
+        affine: torch.Tensor | None = None,
+    ) -> IGELModel:
+        """The model of a run: its encoder, its IGELEmbedding's W and the graph `name` it was trained on."""
+        trained_on = {"dataset": name, "nodes": graph.vcount(), "edges": graph.ecount()}
+        return cls(encoder, embedding.weight, affine, trained_on, config)
+
+    @property
+    def dim(self) -> int:
+        return int(self.weight.shape[1])
+
+    @property
+    def max_degree(self) -> int:
+        """δmax: larger degrees are counted as δmax."""
+        return int(self.encoder.max_degree_)
+
+    def embed(self, graph: ig.Graph, device: str | torch.device = "cpu") -> np.ndarray:
+        """Embeddings (|V| × d, float32) of the graph's nodes in vertex order: encoding, then one product."""
+        return self.embed_features(self.encoder.transform(graph), device)
+
+    def embed_features(self, features: sp.csr_matrix, device: str | torch.device = "cpu") -> np.ndarray:
+        """Embeddings of nodes encoded by `encoder.transform`, computed by the layer a run trains (bit-identical to
+        the run's embeddings on the same CPU)."""
+        if features.shape[1] != self.encoder.n_features:
+            raise ModelError(f"the features have {features.shape[1]} columns, the model {self.encoder.n_features}")
+        with torch.random.fork_rng(devices=[]):  # the layer draws an initial W, overwritten: keep the caller's RNG
+            layer = IGELEmbedding(features, self.dim)
+        with torch.no_grad():
+            layer.weight.copy_(self.weight)
+        device = torch.device(device)
+        return embed_all(layer.to(device), device)
+
+    def unseen_share(self, features: sp.csr_matrix) -> float:
+        """Share of the features' nonzero entries whose row of W is zero: (distance, degree) pairs that training
+        never saw (their rows get no gradient), which add nothing to an embedding."""
+        if not features.nnz:
+            return 0.0
+        unseen = ~self.weight.any(dim=1).numpy()
+        return float(unseen[features.indices].mean())
+
+    def clamped_nodes(self, graph: ig.Graph) -> int:
+        """Nodes whose degree exceeds δmax: in every ego graph where more than δmax of their neighbours lie, the
+        encoder counts them at δmax."""
+        return int((np.asarray(graph.degree(), dtype=np.int64) > self.max_degree).sum())
+
+    def save(self, folder: str | Path) -> Path:
+        """Write igel-model.json and weights.pt into `folder` (created); returns it."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        manifest = {
+            "format": FORMAT,
+            "version": VERSION,
+            "encoder": self.encoder.frozen(),
+            "dim": self.dim,
+            "trained_on": self.trained_on,
+            "config": self.config,
+        }
+        (folder / MANIFEST).write_text(json.dumps(manifest, indent=1, default=str) + "\n")
+        state = {"weight": self.weight, **({"affine": self.affine} if self.affine is not None else {})}
+        torch.save(state, folder / WEIGHTS)
+        return folder
+
+    def log(self, logger: RunLogger) -> None:
+        """Log the model as the run's artifact folder `model/`."""
+        with tempfile.TemporaryDirectory() as folder:
+            logger.folder(self.save(folder), ARTIFACT)
+
+    @classmethod
+    def load(cls, source: str | Path, uri: str | None = None) -> IGELModel:
+        """The model in a folder (one holding igel-model.json, or its `model/` subfolder), or of an MLflow run id
+        in the store at `uri` (default: tracking.tracking_uri's). Raises ModelError with one line saying why not."""
+        path = Path(source)
+        for folder in (path, path / ARTIFACT, path.parent if path.name == MANIFEST else None):
+            if folder is not None and (folder / MANIFEST).is_file():
+                return cls.read(folder)
+        with tempfile.TemporaryDirectory() as scratch:
+            return cls.read(_download(str(source), tracking_uri(uri), Path(scratch)))
+
+    @classmethod
+    def read(cls, folder: Path) -> IGELModel:
+        """The model saved in `folder` by `save`."""
+        where = folder / MANIFEST
+        try:
+            manifest = json.loads(where.read_text())
+        except (OSError, ValueError) as error:
+            raise ModelError(f"{where}: unreadable ({error})") from None
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+            raise ModelError(f'{where}: not an IGEL model file (no "format": "{FORMAT}")')
+        if manifest.get("version") != VERSION:
+            raise ModelError(
+                f"{where}: IGEL model format version {manifest.get('version')!r}; this igel-exp reads version {VERSION}"
+            )
+        try:
+            encoder = IGELEncoder.from_frozen(manifest["encoder"], n_jobs=torch.get_num_threads())
+            state = torch.load(folder / WEIGHTS, map_location="cpu", weights_only=True)
+            if state["weight"].shape[1:] != (manifest["dim"],):
+                raise ValueError(f"W is {tuple(state['weight'].shape)} but dim is {manifest['dim']}")
+            return cls(encoder, state["weight"], state.get("affine"), manifest["trained_on"], manifest["config"])
+        except (OSError, KeyError, TypeError, ValueError, RuntimeError) as error:
+            raise ModelError(f"{folder}: a malformed IGEL model ({type(error).__name__}: {error})") from None
+
+
+@store_call()
+def _download(run_id: str, uri: str, scratch: Path, followed: bool = False) -> Path:
+    """The run's model folder, downloaded into `scratch`; a run that reused another's embeddings gives that one's."""
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    try:
+        run = client.get_run(run_id)
+    except MlflowException:
+        raise ModelError(f"{run_id!r} is neither a model folder nor a run of the MLflow store {uri}") from None
+    if run.info.lifecycle_stage == "deleted":
+        raise ModelError(f"run {run_id} is deleted: restore it (mlflow runs restore --run-id {run_id}) or train again")
+    if not client.list_artifacts(run_id, ARTIFACT):
+        reused = run.data.tags.get(REUSED_TAG)
+        if reused and not followed:
+            return _download(reused, uri, scratch, followed=True)
+        encoder = run.data.params.get("encoder.name", "no encoder")
+        experiment = client.get_experiment(run.info.experiment_id).name
+        raise ModelError(
+            f"run {run_id} (experiment {experiment}, encoder={encoder}) has no IGEL model: only runs that train"
+            " encoder=igel log one"
+        )
+    try:
+        return Path(client.download_artifacts(run_id, ARTIFACT, str(scratch)))
+    except (OSError, MlflowException) as error:
+        raise ModelError(f"run {run_id}: its model could not be read ({str(error).splitlines()[0]})") from None

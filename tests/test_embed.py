@@ -1,0 +1,68 @@
+"""igel-embed: a graph embedded by an earlier run's frozen model, logged in experiment `embed`; its errors."""
+
+import subprocess
+import sys
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_module
+from test_cli import QUICK, runs
+
+from igel_exp import pipelines
+from igel_exp.errors import ModelError
+from igel_exp.pipelines.common import load
+from igel_exp.pipelines.embed import embed
+from igel_exp.saved_model import IGELModel
+
+
+def embed_config(*overrides: str):
+    with initialize_config_module(config_module="igel_exp.conf", version_base="1.3"):
+        return compose(config_name="embed", overrides=["progress=false", "threads=1", *overrides])
+
+
+def test_a_graph_beyond_the_model_is_embedded_and_logged(compose_config, store_uri, tmp_path):
+    pipelines.run(compose_config(*QUICK, "dataset=miserables", "threads=1"))  # δmax = 36
+    source = mlflow.last_active_run().info.run_id
+    edges = tmp_path / "hubs.txt"  # two hubs of degree 40 (beyond δmax) sharing 30 neighbours
+    edges.write_text("".join(f"h{hub} n{i}\n" for hub in (1, 2) for i in range(hub * 10, hub * 10 + 40)))
+    metrics = embed(embed_config(f"source_run={source}", f"dataset.path={edges}", "dataset.node_ids=token"))
+    run = mlflow.last_active_run()
+    assert mlflow.get_experiment(run.info.experiment_id).name == "embed" and run.info.status == "FINISHED"
+    assert run.data.tags["igel.source_run"] == source
+    assert metrics["clamped_nodes"] == run.data.metrics["clamped_nodes"] == 2
+    assert metrics["max_degree"] == 36 and metrics["graph_max_degree"] == 40
+    embeddings = np.load(mlflow.artifacts.download_artifacts(f"runs:/{run.info.run_id}/embeddings.npy"))
+    nodes = pd.read_csv(mlflow.artifacts.download_artifacts(f"runs:/{run.info.run_id}/nodes.csv"))
+    assert embeddings.shape == (len(nodes), 8) and list(nodes.columns) == ["vertex", "name", "degree"]
+    assert nodes.name.iloc[0] == "h1" and nodes.degree.iloc[0] == 40
+    graph = load(embed_config("source_run=x", f"dataset.path={edges}", "dataset.node_ids=token"))
+    np.testing.assert_array_equal(embeddings, IGELModel.load(source).embed(graph.graph))
+
+
+def test_a_bad_source_run_fails_before_any_run(store_uri):
+    with pytest.raises(ModelError, match="^source_run=nope: 'nope' is neither a model folder nor a run"):
+        embed(embed_config("source_run=nope", "dataset=miserables"))
+    client = mlflow.MlflowClient(store_uri)
+    assert client.search_runs([experiment.experiment_id for experiment in client.search_experiments()]) == []
+
+
+@pytest.mark.slow
+def test_igel_embed_runs_from_the_command_line_and_fails_in_one_line(compose_config, store_uri, tmp_path):
+    pipelines.run(compose_config(*QUICK, "dataset=miserables", "threads=1"))
+    source = mlflow.last_active_run().info.run_id
+
+    def igel_embed(*args: str) -> subprocess.CompletedProcess:  # the console script, in the same store
+        command = [sys.executable, "-c", "from igel_exp.cli import embed; embed()", "progress=false", *args]
+        return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+    ok = igel_embed(f"source_run={source}", "dataset=miserables_cloned")
+    assert ok.returncode == 0, ok.stderr
+    assert sorted(runs(tmp_path).status) == ["FINISHED", "FINISHED"]
+    bad = igel_embed("source_run=0123abcd", "dataset=miserables")
+    assert bad.returncode == 1
+    assert bad.stderr.strip().splitlines()[-1] == (
+        f"igel-embed: error: source_run=0123abcd: '0123abcd' is neither a model folder nor a run of the MLflow store"
+        f" {store_uri}"
+    )

@@ -1,0 +1,158 @@
+"""The saved IGEL model: what every IGEL run logs, re-embedding exactly, unseen graphs, and the bad inputs."""
+
+import json
+
+import igraph as ig
+import mlflow
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from igel_exp import pipelines
+from igel_exp.encoding import normalise_rows
+from igel_exp.errors import ModelError
+from igel_exp.pipelines.common import load
+from igel_exp.pipelines.link_prediction import configured_split
+from igel_exp.saved_model import ARTIFACT, MANIFEST, VERSION, WEIGHTS, IGELModel
+
+from conftest import reference_counts
+
+QUICK = ["trainer.epochs=1", "trainer.walk_length=20", "progress=false", "threads=1"]
+
+
+def last_run(config) -> str:
+    pipelines.run(config)
+    return mlflow.last_active_run().info.run_id
+
+
+def logged_embeddings(run_id: str) -> np.ndarray:
+    return np.load(mlflow.artifacts.download_artifacts(f"runs:/{run_id}/embeddings.npy"))
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        pytest.param([], id="clustering"),
+        pytest.param(["encoder.distance=2", "encoder.relative_degrees=true", "encoder.normalise=l2"], id="relative"),
+    ],
+)
+def test_a_run_re_embeds_its_own_graph_exactly(compose_config, store_uri, overrides):
+    config = compose_config(*QUICK, *overrides)
+    run_id = last_run(config)
+    embeddings = IGELModel.load(run_id).embed(load(config).graph)
+    logged = logged_embeddings(run_id)
+    assert embeddings.dtype == logged.dtype == np.float32
+    np.testing.assert_array_equal(embeddings, logged)  # bit for bit
+
+
+def test_a_link_prediction_run_re_embeds_its_residual_graph_exactly(compose_config, store_uri):
+    config = compose_config("experiment=link_prediction", "dataset=miserables", *QUICK)
+    run_id = last_run(config)
+    dataset = load(config)
+    split, _, _ = configured_split(dataset, config)
+    residual = split.residual_graph(dataset.graph.vs["name"])
+    np.testing.assert_array_equal(IGELModel.load(run_id).embed(residual), logged_embeddings(run_id))
+
+
+def test_the_artifact_holds_the_documented_format(compose_config, store_uri, tmp_path):
+    config = compose_config(*QUICK, "encoder.distance=2")
+    run_id = last_run(config)
+    folder = mlflow.artifacts.download_artifacts(f"runs:/{run_id}/{ARTIFACT}", dst_path=str(tmp_path))
+    manifest = json.loads((tmp_path / ARTIFACT / MANIFEST).read_text())
+    graph = load(config).graph
+    assert manifest["format"] == "igel-model" and manifest["version"] == VERSION == 1
+    assert manifest["encoder"] == {
+        "distance": 2,
+        "max_degree": graph.maxdegree(),
+        "transform": "log",
+        "normalise": "sum",
+        "relative_degrees": False,
+        "blocks": ["degree"],
+        "n_features": 3 * (graph.maxdegree() + 1),
+    }
+    assert manifest["dim"] == 8 and manifest["config"]["trainer"]["epochs"] == 1
+    assert manifest["trained_on"] == {"dataset": "miserables_cloned", "nodes": graph.vcount(), "edges": graph.ecount()}
+    state = torch.load(tmp_path / ARTIFACT / WEIGHTS, weights_only=True)
+    assert set(state) == {"weight", "affine"} and state["weight"].shape == (3 * (graph.maxdegree() + 1), 8)
+    assert state["affine"].shape == (2,) and not torch.equal(state["affine"], torch.tensor([1.0, 0.0]))  # learned
+    loaded = IGELModel.load(folder)  # a folder works as a run id does
+    torch.testing.assert_close(loaded.weight, state["weight"], rtol=0, atol=0)
+
+
+def test_without_a_logit_affine_the_model_has_none(compose_config, store_uri):
+    run_id = last_run(compose_config(*QUICK, "trainer.logit_affine=false"))
+    assert IGELModel.load(run_id).affine is None
+
+
+def test_unseen_graphs_with_degrees_beyond_max_degree_are_clamped(compose_config, store_uri, tmp_path):
+    model = IGELModel.load(last_run(compose_config(*QUICK, "dataset=miserables", "encoder.distance=2")))
+    hub = ig.Graph.Star(60) + ig.Graph.Ring(10)  # a hub of degree 59, beyond Les Misérables' δmax of 36
+    assert model.max_degree == 36 and model.clamped_nodes(hub) == 1
+    # the embedding is normalise(log2(1 + counts)) @ W with a plain-BFS reference of the counts at δmax
+    counts = reference_counts(hub, model.encoder).astype(np.float32)
+    features = normalise_rows(sp.csr_matrix(np.log2(1 + counts)), "sum")
+    expected = features.toarray() @ model.weight.numpy()
+    np.testing.assert_allclose(model.embed(hub), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_saved_model_round_trips_through_a_folder(compose_config, store_uri, tmp_path):
+    model = IGELModel.load(last_run(compose_config(*QUICK)))
+    graph = ig.Graph.Erdos_Renyi(50, 0.1)
+    again = IGELModel.load(model.save(tmp_path / "copy"))
+    np.testing.assert_array_equal(again.embed(graph), model.embed(graph))
+    assert IGELModel.load(tmp_path / "copy" / MANIFEST).encoder.frozen() == model.encoder.frozen()
+
+
+def test_embedding_leaves_the_global_random_state_alone(compose_config, store_uri):
+    model = IGELModel.load(last_run(compose_config(*QUICK)))
+    torch.manual_seed(5)
+    model.embed(ig.Graph.Ring(20))
+    after = torch.rand(1)
+    torch.manual_seed(5)
+    assert torch.equal(torch.rand(1), after)
+
+
+def test_a_typo_in_the_run_id_is_one_line(store_uri):
+    with pytest.raises(ModelError) as error:
+        IGELModel.load("0123abcd")
+    assert str(error.value) == f"'0123abcd' is neither a model folder nor a run of the MLflow store {store_uri}"
+
+
+def test_a_deepwalk_run_has_no_model(compose_config, store_uri):
+    run_id = last_run(compose_config("experiment=link_prediction", "dataset=miserables", "encoder=deepwalk", *QUICK))
+    with pytest.raises(ModelError) as error:
+        IGELModel.load(run_id)
+    assert str(error.value) == (
+        f"run {run_id} (experiment link_prediction, encoder=deepwalk) has no IGEL model:"
+        " only runs that train encoder=igel log one"
+    )
+
+
+def test_a_deleted_run_is_named(compose_config, store_uri):
+    run_id = last_run(compose_config(*QUICK))
+    mlflow.MlflowClient().delete_run(run_id)
+    with pytest.raises(ModelError, match=f"^run {run_id} is deleted: restore it"):
+        IGELModel.load(run_id)
+
+
+def test_a_run_that_reused_embeddings_gives_the_model_of_the_run_that_trained(compose_config, store_uri):
+    trained = last_run(compose_config(*QUICK))
+    with mlflow.start_run(tags={"igel.embeddings_from": trained}) as reused:
+        pass
+    np.testing.assert_array_equal(IGELModel.load(reused.info.run_id).weight, IGELModel.load(trained).weight)
+
+
+def test_another_format_version_is_refused(compose_config, store_uri, tmp_path):
+    folder = IGELModel.load(last_run(compose_config(*QUICK))).save(tmp_path / "model")
+    manifest = json.loads((folder / MANIFEST).read_text())
+    (folder / MANIFEST).write_text(json.dumps({**manifest, "version": 2}))
+    with pytest.raises(ModelError) as error:
+        IGELModel.load(folder)
+    assert str(error.value) == f"{folder / MANIFEST}: IGEL model format version 2; this igel-exp reads version 1"
+    (folder / MANIFEST).write_text(json.dumps({"something": "else"}))
+    with pytest.raises(ModelError, match='not an IGEL model file \\(no "format": "igel-model"\\)'):
+        IGELModel.load(folder)
+    (folder / MANIFEST).write_text(json.dumps({**manifest, "encoder": {**manifest["encoder"], "n_features": 3}}))
+    with pytest.raises(ModelError, match="a malformed IGEL model .*inconsistent encoder settings"):
+        IGELModel.load(folder)

@@ -1,0 +1,88 @@
+"""experiment=transfer_link_prediction: A's frozen model on B's split, beside B's own; the runs it shares."""
+
+import mlflow
+import pytest
+from test_cli import igel_run, runs
+
+from igel_exp import pipelines
+from igel_exp.errors import ConfigError
+from igel_exp.identity import config_hash
+from igel_exp.pipelines.transfer import link_prediction_config_of, own_config
+from igel_exp.plan import load_plan
+from igel_exp.tracking import PARENT_RUN_ENV
+
+from conftest import REPO
+
+TINY = ["trainer.epochs=1", "trainer.walk_length=10"]
+SOURCE_TINY = "task.source_overrides=['trainer.epochs=1','trainer.walk_length=10']"
+RUNTIME = ["progress=false", "threads=1"]
+
+
+@pytest.mark.parametrize("source, target", [("facebook", "astroph"), ("astroph", "facebook")])
+def test_the_models_are_the_link_prediction_runs_of_a_and_b(compose_config, source, target):
+    transfer = compose_config(
+        "experiment=transfer_link_prediction", f"task.source={source}", f"dataset={target}", "seed=3", "threads=1"
+    )
+    lp = ["experiment=link_prediction", "seed=3", "threads=1"]
+    source_config = link_prediction_config_of(transfer)
+    assert config_hash(source_config) == config_hash(compose_config(*lp, f"dataset={source}"))
+    assert config_hash(own_config(transfer, source_config)) == config_hash(compose_config(*lp, f"dataset={target}"))
+    assert source_config.threads == 1 and source_config.dataset.name == source  # where it runs follows this run
+
+
+@pytest.mark.parametrize("profile", ["quick", "full"])
+def test_the_transfer_table_reuses_the_runs_of_the_link_prediction_table(profile):
+    transfer = load_plan(REPO / "experiments" / "transfer_link_prediction.yaml", profile)
+    link_prediction = {job.hash for job in load_plan(REPO / "experiments" / "link_prediction.yaml", profile).jobs}
+    assert len(transfer.jobs) == 4 * (2 if profile == "quick" else 5)
+    for job in transfer.jobs:
+        source = link_prediction_config_of(job.config)
+        assert config_hash(source) in link_prediction, job.shown
+        assert config_hash(own_config(job.config, source)) in link_prediction, job.shown
+
+
+def test_transfer_end_to_end_reusing_finished_runs(compose_config, store_uri, monkeypatch):
+    client = mlflow.MlflowClient(store_uri)
+    sweep = client.create_run(client.create_experiment("transfer_link_prediction")).info.run_id
+    monkeypatch.setenv(PARENT_RUN_ENV, sweep)  # as in a sweep: the transfer runs are nested, the models' runs not
+
+    def transfer(target: str) -> dict:
+        overrides = ["experiment=transfer_link_prediction", "task.source=miserables", f"dataset={target}"]
+        return pipelines.run(compose_config(*overrides, SOURCE_TINY, *TINY, *RUNTIME))
+
+    same = transfer("miserables")  # A = B: one link-prediction run serves as both
+    other = transfer("erdos_renyi")  # another graph: its own link-prediction run, A's reused
+    transfer("erdos_renyi")  # everything again: no model trained
+    lp = client.get_experiment_by_name("link_prediction").experiment_id
+    trained = client.search_runs([lp], order_by=["attributes.start_time ASC"])
+    assert [run.data.params["dataset.name"] for run in trained] == ["miserables", "erdos_renyi"]
+    assert all("mlflow.parentRunId" not in run.data.tags for run in trained)
+    transfers = client.search_runs([client.get_experiment_by_name("transfer_link_prediction").experiment_id])
+    assert len(transfers) == 4 and {run.data.tags.get("mlflow.parentRunId") for run in transfers} == {None, sweep}
+    assert same["auc"] == same["own_auc"] == trained[0].data.metrics["auc"]  # a model re-embeds its graph exactly
+    assert other["own_auc"] == trained[1].data.metrics["auc"] != other["auc"]
+    last = mlflow.last_active_run()
+    assert last.data.tags["igel.source_run"] == trained[0].info.run_id
+    assert last.data.tags["igel.own_run"] == trained[1].info.run_id
+    assert last.data.tags["split"] == trained[1].data.tags["split"]  # B's split, the one its own run used
+    assert last.data.metrics["max_degree"] == 18  # δmax of Les Misérables' residual graph, seed 0
+
+
+def test_a_source_that_cannot_transfer_is_refused(compose_config, store_uri):
+    base = ["experiment=transfer_link_prediction", "dataset=miserables", *RUNTIME]
+    with pytest.raises(ConfigError, match="A's run has encoder=deepwalk, which embeds only the nodes it was trained"):
+        pipelines.run(compose_config(*base, "task.source_overrides=['encoder=deepwalk']"))
+    with pytest.raises(ConfigError, match=r"^task.source=nope task.source_overrides=\[\]: .*dataset/nope"):
+        pipelines.run(compose_config(*base, "task.source=nope"))
+
+
+@pytest.mark.slow
+def test_a_sweep_of_igel_run_composes_a_inside_the_app(tmp_path):
+    """Inside igel-run, Hydra is initialised: A's config comes from the app's own search path."""
+    sweep = ["-m", "experiment=transfer_link_prediction", "task.source=miserables", "dataset=miserables,erdos_renyi"]
+    result = igel_run(*sweep, SOURCE_TINY, *TINY, *RUNTIME, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    done = runs(tmp_path)
+    transfers = done[done["params.name"] == "transfer_link_prediction"].sort_values("start_time")
+    assert len(done) == 2 + 2 + 1 and list(transfers["params.dataset.name"]) == ["miserables", "erdos_renyi"]
+    assert transfers["metrics.auc"].iloc[0] == transfers["metrics.own_auc"].iloc[0]
