@@ -166,13 +166,11 @@ class SkipGramTrainer:
             for start, batch in zip(range(0, len(walks), size), torch.split(walks, size), strict=True):
                 yield batch, (batch != END) if any(ended[start : start + size]) else None
 
-    def sample_negatives(
-        self, n_nodes: int, shape: tuple[int, ...], generator: torch.Generator, out: torch.Tensor | None = None
-    ) -> torch.Tensor:
+    def sample_negatives(self, n_nodes: int, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
         if self.noise is None:
-            return torch.randint(n_nodes, shape, generator=generator, device=self.device, out=out)
+            return torch.randint(n_nodes, shape, generator=generator, device=self.device)
         uniform = torch.rand(shape, generator=generator, device=self.device, dtype=self.noise.dtype)
-        return torch.searchsorted(self.noise, uniform, out=out).clamp_(max=n_nodes - 1)
+        return torch.searchsorted(self.noise, uniform).clamp_(max=n_nodes - 1)
 
 
 class _SkipGramStep:

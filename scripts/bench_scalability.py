@@ -57,6 +57,9 @@ def measure(nodes: int, distance: int, degree: float, train_walks: int, threads:
         def tags(self, values):
             pass
 
+        def folder(self, path, name):  # the saved model: not timed here
+            pass
+
     full_epoch = common.epoch_walks
     # training sees the first `train_walks` walks of its epoch only: the pipeline's code, a slice of its work
     common.epoch_walks = lambda *args, **kwargs: itertools.islice(

@@ -15,7 +15,7 @@ from igel_exp.models import (
     walk_skipgram_gradients,
 )
 from igel_exp.training import SkipGramTrainer, resolve_device, seed_everything
-from igel_exp.walks import END, CSRGraph, epoch_walks
+from igel_exp.walks import END, CSRGraph, DeviceWalker, epoch_walks
 
 from conftest import small_graphs
 
@@ -104,9 +104,18 @@ WALKS = {  # walks, and their ordered positive pairs per window
 }
 
 
+@pytest.fixture(params=["sampled product", "gathered rows"])
+def table_reads(request, monkeypatch):
+    """TableNegatives reads the drawn rows in place by a sampled product (the CPU), or gathers them (a GPU)."""
+    if request.param == "gathered rows":
+        monkeypatch.setattr(TableNegatives, "SAMPLED_PRODUCT_ON", ())
+
+
 @pytest.mark.parametrize("walks_case", WALKS)
 @pytest.mark.parametrize("scale, bias, window", [(1.0, 0.0, 2), (0.7, -1.3, 2), (0.7, -1.3, 6)])
-def test_walk_loss_and_gradients_equal_the_pairwise_formula_and_autograd(scale, bias, window, walks_case, device):
+def test_walk_loss_and_gradients_equal_the_pairwise_formula_and_autograd(
+    scale, bias, window, walks_case, device, table_reads
+):
     generator = torch.Generator().manual_seed(0)
     table = torch.randn(9, 4, generator=generator, dtype=torch.float64, requires_grad=True)
     affine = torch.tensor([scale, bias], dtype=torch.float64, requires_grad=True)
@@ -188,6 +197,44 @@ def test_training_lowers_the_loss_and_is_reproducible(device):
     assert history == history_again
     np.testing.assert_array_equal(first, again)
     assert not np.array_equal(first, other)
+
+
+def test_walks_drawn_on_the_device_train_alike(device):
+    graph = small_graphs()["miserables"]
+    csr = CSRGraph.from_igraph(graph)
+
+    def train(seed):
+        seed_everything(seed)
+        model = IGELEmbedding(IGELEncoder(1).fit_transform(graph), dim=8)
+        trainer = SkipGramTrainer(3, 2000, 0.05, 5, 3, device, seed=seed, progress=False)
+        walker = DeviceWalker(csr, device, seed)
+        return trainer.fit(model, lambda rng: walker.epoch(2, 20, walks_per_chunk=50)), embed_all(model, device)
+
+    (history, first), (_, again) = train(3), train(3)
+    assert history[-1] < history[0]
+    np.testing.assert_array_equal(first, again)
+
+
+def test_batch_scale_takes_larger_batches_and_the_square_root_rule():
+    cpu = torch.device("cpu")
+    authors = SkipGramTrainer(1, batch_size=250_000, lr=0.01, negatives=9, window=8, device=cpu, seed=0)
+    scaled = SkipGramTrainer(1, 250_000, 0.01, 9, 8, cpu, seed=0, batch_scale=16)
+    assert scaled.walks_per_batch(150) == 16 * 250_000 // 23_280 + 1 == 172
+    assert scaled.lr == pytest.approx(4 * authors.lr)
+    with pytest.raises(ValueError, match="trainer.batch_scale"):
+        SkipGramTrainer(1, 250_000, 0.01, 9, 8, cpu, seed=0, batch_scale=0)
+
+
+def test_the_learned_logit_scale_and_bias_are_kept():
+    graph = small_graphs()["zachary"]
+    csr = CSRGraph.from_igraph(graph)
+    model = IGELEmbedding(IGELEncoder(1).fit_transform(graph), dim=4)
+    trainer = SkipGramTrainer(2, 2000, 0.05, 5, 3, torch.device("cpu"), seed=0, progress=False)
+    trainer.fit(model, lambda rng: epoch_walks(csr, 1, 10, rng))
+    assert trainer.affine.shape == (2,) and not torch.equal(trainer.affine, torch.tensor([1.0, 0.0]))
+    paper = SkipGramTrainer(2, 2000, 0.05, 5, 3, torch.device("cpu"), seed=0, progress=False, logit_affine=False)
+    paper.fit(model, lambda rng: epoch_walks(csr, 1, 10, rng))
+    assert paper.affine is None
 
 
 def test_a_batch_holds_whole_walks_worth_batch_size_pairs():

@@ -1,0 +1,88 @@
+"""The device benchmark: on a GPU machine, one command under 10 minutes gives every figure of the trainer's targets.
+
+    ../shared/tools/device-pack.sh --gensim Facebook CA-AstroPh    # on a machine with this project's dependencies
+    python scripts/bench_gpu.py [--data-root DIR] [--device cuda] [--budget 540] [--repeats 3] [--only PART ...]
+
+Prints the device's name, then, each part skipped (saying so) when the time left in --budget cannot hold it:
+  throughput   our trainer on Facebook's walks (d = 256, the authors' batches of 250,000 pairs), the IGEL model and
+               free embeddings, with CUDA graphs, without them, and with trainer.batch_scale=16; beside gensim on
+               all the machine's cores; best of --repeats each (scripts/bench_link_prediction.py)
+  facebook     Facebook link prediction end to end, seed 0: the defaults, then batch_scale=16 (AUC, time per stage)
+  astroph      AstroPh link prediction, seed 0 (α = 3, 8 epochs): the defaults, then batch_scale=16
+  scalability  experiment=scalability at 2^20 nodes, degree 8, α = 2, all cores for the encoder: the whole run, with
+               batch_scale=64 (the authors' batches of 25,000 pairs are 350,000 steps: see docs/experiments.md)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import torch
+from bench_link_prediction import data_root, device_name, end_to_end, run_experiment, throughput
+
+from igel_exp.training import resolve_device
+
+PARTS = ("throughput", "facebook", "astroph", "scalability")
+# seconds each part needs at most on an H100/H200 (a part starts only when that much of the budget is left)
+NEEDS = {"throughput": 150, "facebook": 60, "astroph": 150, "scalability": 150}
+
+
+def scalability(root, device: torch.device, nodes: int) -> None:
+    overrides = [
+        "experiment=scalability",
+        f"dataset.num_nodes={nodes}",
+        "dataset.average_degree=8",
+        "encoder.distance=2",
+        f"threads={os.cpu_count()}",
+        "task.isolate=false",
+        "task.memory_budget_gib=null",
+        "trainer.batch_scale=64",
+    ]
+    metrics, total = run_experiment(root, device, overrides)
+    stages = ", ".join(
+        f"{stage} {metrics[f'time_{stage}_s']:.1f} s" for stage in ("generate", "encode", "walks", "train")
+        if f"time_{stage}_s" in metrics
+    )  # fmt: skip
+    print(f"scalability, {nodes:,} nodes, degree 8, α = 2, batch_scale=64: whole run {total:.1f} s ({stages})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-root")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--budget", type=float, default=540, help="seconds for all parts (default 540)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS))
+    parser.add_argument("--scalability-nodes", type=int, default=2**20, help=argparse.SUPPRESS)  # CPU smoke tests
+    args = parser.parse_args()
+    start = time.perf_counter()
+    root, device = data_root(args.data_root), resolve_device(args.device)
+    print(f"device: {device_name(device)}; torch {torch.__version__}; {os.cpu_count()} CPU cores", flush=True)
+    work = {
+        "throughput": lambda: throughput(
+            root,
+            device,
+            args.repeats,
+            {"": {}, " (no CUDA graphs)": {"cuda_graphs": False}, " (batch_scale 16)": {"batch_scale": 16}},
+        ),
+        "facebook": lambda: [end_to_end(root, device, extra) for extra in ([], ["trainer.batch_scale=16"])],
+        "astroph": lambda: [
+            end_to_end(root, device, ["dataset=astroph", *extra], "AstroPh")
+            for extra in ([], ["trainer.batch_scale=16"])
+        ],
+        "scalability": lambda: scalability(root, device, args.scalability_nodes),
+    }
+    for part in args.only:
+        left = args.budget - (time.perf_counter() - start)
+        if left < NEEDS[part]:
+            print(f"{part}: skipped, {left:.0f} s of the budget left (it needs up to {NEEDS[part]} s)", flush=True)
+            continue
+        print(f"\n== {part}", flush=True)
+        work[part]()
+    print(f"\nall parts: {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
