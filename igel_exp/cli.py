@@ -2,33 +2,87 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import hydra
+from hydra.errors import HydraException
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from igel_exp import pipelines
 from igel_exp.errors import IgelError
+from igel_exp.plan import sweep_jobs
+from igel_exp.schema import describe
 from igel_exp.tracking import sigterm_interrupts
 
 CONFIG_PATH = "pkg://igel_exp.conf"
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
 
 @hydra.main(config_path=CONFIG_PATH, config_name="config", version_base="1.3")
-def main(config: DictConfig) -> float | None:
+def app(config: DictConfig) -> float | None:
     """Run one experiment (or, with -m, one job of a sweep) as an MLflow run."""
     try:
         with sigterm_interrupts():
             metrics = pipelines.run(config)
     except (IgelError, OmegaConfBaseException) as error:
         # user input problems: one line, no traceback; the MLflow run (if any) is already FAILED
-        sys.exit(f"igel-run: error: {str(error).splitlines()[0]}")
+        sys.exit(f"igel-run: error: {describe(error)}")
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the run in progress is already FAILED
         print("igel-run: interrupted; the run in progress ended FAILED", file=sys.stderr)
         sys.exit(130)
     objective = config.task.get("objective")
     return metrics.get(objective) if objective else None
+
+
+def main() -> None:
+    """igel-run: the Hydra app, with a config that fails to compose reported in one line."""
+    with one_line_errors("igel-run"):
+        app()
+
+
+@contextmanager
+def one_line_errors(prog: str) -> Iterator[None]:
+    """Report Hydra's composition errors (a value of the wrong type, an unknown option) as one line naming the key.
+
+    Hydra prints them over several lines unless $HYDRA_FULL_ERROR is set, and then it raises them: it is set for
+    the block, so that they reach this handler. Whoever set it already gets Hydra's full traceback.
+    """
+    if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        yield
+        return
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        yield
+    except (HydraException, OmegaConfBaseException, IgelError) as error:
+        sys.exit(f"{prog}: error: {describe(error)}")
+    finally:
+        os.environ.pop("HYDRA_FULL_ERROR", None)
+
+
+class SweepCheck(Callback):
+    """Checks every job of an `igel-run -m` sweep before the first one starts, and before the sweep's MLflow store and
+    parent run are made (conf/config.yaml lists it first): a bad value in the tenth job stops the sweep at once, with
+    one line, not after nine runs. Sweepers other than Hydra's basic one expand their sweeps themselves: their jobs
+    are each checked before their run only."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if config.hydra.sweeper.get("_target_") != BASIC_SWEEPER:
+            return
+        # SystemExit: Hydra turns a callback's exceptions into warnings and goes on
+        try:
+            for overrides, job in sweep_jobs(config):  # composition errors name the job's overrides
+                try:
+                    pipelines.check(job)
+                except IgelError as error:
+                    sys.exit(f"igel-run: error: the job {' '.join(overrides)}: {error}")
+        except (HydraException, OmegaConfBaseException, IgelError) as error:
+            sys.exit(f"igel-run: error: {describe(error)}")
 
 
 if __name__ == "__main__":

@@ -87,6 +87,7 @@ def run_plan(plan: Plan, uri: str, runner: Runner = in_process) -> Outcome:
     )
     if not todo:
         return outcome
+    _check_jobs(plan, todo)
     parents = _Parents(plan, uri)
     absent: dict[str, str] = {}  # a dataset section that raised DataError -> its message
     try:
@@ -119,6 +120,20 @@ def run_plan(plan: Plan, uri: str, runner: Runner = in_process) -> Outcome:
         os.environ.pop(PARENT_RUN_ENV, None)
     parents.end(RunStatus.FAILED if outcome.failed or outcome.data_missing else RunStatus.FINISHED)
     return outcome
+
+
+def _check_jobs(plan: Plan, jobs: list[Job]) -> None:
+    """A bad value in any job stops the plan before its first run (ConfigError naming the job and the key). A missing
+    data file is left to the job: it skips the other jobs on that dataset and is reported with them."""
+    from igel_exp import pipelines  # not at the top: igel-report must not import torch
+
+    for job in jobs:
+        try:
+            pipelines.check(job.config)
+        except ConfigError as error:
+            raise ConfigError(f"{plan.name}: {job.shown or '(the only job)'}: {error}") from None
+        except DataError:
+            pass
 
 
 class _Parents:
