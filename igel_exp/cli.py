@@ -18,7 +18,7 @@ from igel_exp import pipelines
 from igel_exp.errors import IgelError
 from igel_exp.plan import sweep_jobs
 from igel_exp.schema import describe
-from igel_exp.tracking import sigterm_interrupts
+from igel_exp.tracking import LAUNCHER_ENV, sigterm_interrupts, watch_parent
 
 CONFIG_PATH = "pkg://igel_exp.conf"
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -27,8 +27,9 @@ BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 @hydra.main(config_path=CONFIG_PATH, config_name="config", version_base="1.3")
 def app(config: DictConfig) -> float | None:
     """Run one experiment (or, with -m, one job of a sweep) as an MLflow run."""
+    launcher = os.environ.get(LAUNCHER_ENV)  # a sweep's job in a worker process stops if its launcher is killed
     try:
-        with sigterm_interrupts():
+        with sigterm_interrupts(), watch_parent(int(launcher) if launcher else None):
             metrics = pipelines.run(config)
     except (IgelError, OmegaConfBaseException) as error:
         # user input problems: one line, no traceback; the MLflow run (if any) is already FAILED

@@ -30,8 +30,28 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from igel_exp.errors import ConfigError, DataError, IgelError
 from igel_exp.plan import PROFILES, Job, Plan, default_experiments_dir, load_plan, table_files
-from igel_exp.reporting import FORMATS, SUFFIXES, StoredRun, Table, build_table, finished_by_hash, load_runs, render
-from igel_exp.tracking import PARENT_RUN_ENV, SWEEP_TAG, sigterm_interrupts, store_call, tracking_uri, use_store
+from igel_exp.reporting import (
+    FORMATS,
+    SUFFIXES,
+    StoredRun,
+    Table,
+    build_table,
+    finished_by_hash,
+    load_runs,
+    render,
+    store_exists,
+)
+from igel_exp.tracking import (
+    PARENT_RUN_ENV,
+    PROCESS_TAG,
+    SWEEP_TAG,
+    close_stale_runs,
+    process_identity,
+    sigterm_interrupts,
+    store_call,
+    tracking_uri,
+    use_store,
+)
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +172,11 @@ class _Parents:
             run = self.client.create_run(
                 experiment.experiment_id,
                 run_name=f"reproduce {self.plan.name} ({self.plan.profile}) {time.strftime('%Y-%m-%d %H:%M:%S')}",
-                tags={REPRODUCE_TAG: f"{self.plan.name} ({self.plan.profile})", "mlflow.note.content": command},
+                tags={
+                    REPRODUCE_TAG: f"{self.plan.name} ({self.plan.profile})",
+                    "mlflow.note.content": command,
+                    PROCESS_TAG: process_identity(),
+                },
             )
             self.client.set_tag(run.info.run_id, SWEEP_TAG, run.info.run_id)
             self.ids[name] = run.info.run_id
@@ -252,6 +276,16 @@ def _fail(prog: str, messages: list[str]) -> int:
     return 1 if messages else 0
 
 
+def _close_stale_runs(uri: str) -> None:
+    """close_stale_runs for igel-report, which may read a store it cannot write: then it only says so."""
+    if not store_exists(uri):
+        return
+    try:
+        close_stale_runs(uri)
+    except (OSError, mlflow.exceptions.MlflowException) as error:
+        log.warning("could not close the stale runs of %s: %s", uri, str(error).splitlines()[0])
+
+
 def report_main(argv: Sequence[str] | None = None) -> int:
     """igel-report: the paper's tables from the runs in an MLflow store."""
     arguments = _parser(
@@ -264,6 +298,7 @@ def report_main(argv: Sequence[str] | None = None) -> int:
     try:
         uri = _store(arguments, overrides)
         plans = _plans(arguments, tables or ["all"], overrides, errors)
+        _close_stale_runs(uri)
         runs = _RunCache(uri)
         _write([build_table(plan, runs(plan)) for plan in plans], arguments)
     except IgelError as error:
