@@ -62,6 +62,8 @@ def one_line_errors(prog: str) -> Iterator[None]:
         yield
     except (HydraException, OmegaConfBaseException, IgelError) as error:
         sys.exit(f"{prog}: error: {describe(error)}")
+    except OSError as error:  # Hydra's own files: outputs/ in a folder this user cannot write
+        sys.exit(f"{prog}: error: {error.filename}: {error.strerror} (hydra.run.dir sets where Hydra writes)")
     finally:
         os.environ.pop("HYDRA_FULL_ERROR", None)
 

@@ -46,11 +46,11 @@ from igel_exp.tracking import (
     PROCESS_TAG,
     SWEEP_TAG,
     close_stale_runs,
+    open_experiment,
     process_identity,
     sigterm_interrupts,
     store_call,
     tracking_uri,
-    use_store,
 )
 
 log = logging.getLogger(__name__)
@@ -166,8 +166,7 @@ class _Parents:
     @store_call()
     def for_experiment(self, name: str) -> str:
         if name not in self.ids:
-            use_store(self.uri)
-            experiment = mlflow.set_experiment(name)  # creates the store and the experiment before any job
+            experiment = open_experiment(self.uri, name)  # creates the store and the experiment before any job
             command = f"igel-reproduce {self.plan.name} --profile {self.plan.profile}"
             run = self.client.create_run(
                 experiment.experiment_id,

@@ -21,15 +21,19 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import matplotlib.pyplot as plt
 import mlflow
 import numpy as np
 import pandas as pd
 from hydra.experimental.callback import Callback
-from mlflow.entities import RunStatus
+from mlflow.entities import Experiment, RunStatus
+from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig, OmegaConf
+from sqlalchemy.exc import SQLAlchemyError
 
+from igel_exp.errors import StoreError
 from igel_exp.identity import HASH_TAG, config_hash
 
 try:
@@ -117,6 +121,42 @@ def use_store(uri: str) -> str:
                 fcntl.flock(lock, fcntl.LOCK_UN)
     close_stale_runs(uri)
     return uri
+
+
+STORE_ERRORS = (OSError, MlflowException, SQLAlchemyError)
+
+
+@store_call()
+def open_experiment(uri: str, name: str) -> Experiment:
+    """The experiment `name` of the store at `uri` (both made if new), once the store and the experiment's artifact
+    folder are known to be writable: a store that cannot be written fails here, before any run exists, with a
+    StoreError that names it."""
+    try:
+        use_store(uri)
+        if uri.startswith("sqlite:///"):  # sqlite writes its journal beside the database
+            database = Path(uri.removeprefix("sqlite:///"))
+            _probe_write(database.parent)
+            if not os.access(database, os.W_OK):
+                raise PermissionError(13, "Permission denied", str(database))
+        experiment = mlflow.set_experiment(name)
+        location = urlparse(experiment.artifact_location or "")
+        if location.scheme in ("", "file"):
+            Path(location.path).mkdir(parents=True, exist_ok=True)
+            _probe_write(Path(location.path))
+    except STORE_ERRORS as error:
+        reason = f"{error.strerror}: {error.filename}" if isinstance(error, OSError) else str(error).splitlines()[0]
+        raise StoreError(
+            f"cannot write the MLflow store {uri} ({reason}): point tracking.uri or $MLFLOW_TRACKING_URI at a"
+            " writable place"
+        ) from error
+    return experiment
+
+
+def _probe_write(folder: Path) -> None:
+    """Raise OSError unless a file can be made in `folder` (a real attempt: root ignores permission bits, and
+    os.access ignores read-only mounts' quirks of some file systems)."""
+    with tempfile.TemporaryFile(dir=folder):
+        pass
 
 
 PROCESS_TAG = "igel.process"  # "<host> <pid> <start>" of the process that runs it: see close_stale_runs
@@ -249,14 +289,13 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
     An exception inside the block ends the run FAILED, with the error as the `error` tag; inside a sweep
     ($IGEL_PARENT_RUN_ID set) the run is nested under the sweep's parent run.
     """
-    use_store(tracking_uri(config.get("tracking", {}).get("uri")))
     parent = os.environ.get(PARENT_RUN_ENV)
     resolved = OmegaConf.to_container(config, resolve=True, throw_on_missing=True)
     # the run's identity: igel-reproduce skips a job whose hash has a FINISHED run, igel-report finds tables by it
     tags = {HASH_TAG: config_hash(resolved), PROCESS_TAG: process_identity(), **({SWEEP_TAG: parent} if parent else {})}
+    open_experiment(tracking_uri(config.get("tracking", {}).get("uri")), experiment)
     try:
         with store_call():
-            mlflow.set_experiment(experiment)
             run = mlflow.start_run(run_name=run_name, parent_run_id=parent, nested=parent is not None, tags=tags)
             log.info("MLflow run %s in experiment %r at %s", run.info.run_id, experiment, mlflow.get_tracking_uri())
             mlflow.log_params(flatten({k: v for k, v in resolved.items() if k not in NOT_PARAMS}))
@@ -351,8 +390,10 @@ class SweepCallback(Callback):
 
     @store_call()
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        use_store(tracking_uri(config.get("tracking", {}).get("uri")))
-        experiment = mlflow.set_experiment(config.name)
+        try:
+            experiment = open_experiment(tracking_uri(config.get("tracking", {}).get("uri")), config.name)
+        except StoreError as error:  # SystemExit: Hydra turns a callback's exceptions into warnings and goes on
+            sys.exit(f"igel-run: error: {error}")
         client = mlflow.MlflowClient()
         overrides = " ".join(config.hydra.overrides.task)
         run = client.create_run(
