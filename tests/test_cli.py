@@ -14,6 +14,7 @@ import pytest
 from hydra.errors import ConfigCompositionException
 
 from igel_exp import pipelines
+from igel_exp.cli import main
 from igel_exp.errors import ConfigError
 
 from conftest import REPO
@@ -55,6 +56,67 @@ def test_bad_distance_fails_before_any_run(compose_config, tracking_uri, tmp_pat
     with pytest.raises(ConfigError, match="encoder.distance"):
         pipelines.run(compose_config("encoder.distance=-1"))
     assert runs(tmp_path).empty
+
+
+HERE = ["hydra.run.dir=.", "hydra.sweep.dir=multirun", "hydra.output_subdir=null", "hydra/job_logging=none"]
+
+# The invalid invocations of issue 17, which passed Hydra's own checks: all but the first used to leave a FAILED run
+INVALID = [
+    (["encoder.distance=-1"], "encoder.distance=-1: expected an integer ≥ 0"),
+    (["trainer.epochs=0"], "trainer.epochs=0: expected an integer ≥ 1"),
+    (["dataset=edgelist", "dataset.path=missing.txt"], "missing.txt: edge list file not found"),
+    (["dataset=edgelist", "dataset.path=empty.txt"], "empty.txt: the edge list file is empty"),
+    (["dataset=edgelist", "dataset.path=folder"], "folder: is a directory; give the edge list file"),
+    (["trainer.lr=-1"], "trainer.lr=-1.0: expected a number > 0"),
+    (["trainer.dim=0"], "trainer.dim=0: expected an integer ≥ 1"),
+    (["task.k_min=5", "task.k_max=3"], "task.k_min=5 is above task.k_max=3"),
+    (["threads=0"], "threads=0: expected an integer ≥ 1"),
+    (["trainer.device=tpu"], "trainer.device=tpu: expected one of auto, cpu, mps, cuda, cuda:N, xpu or xpu:N"),
+    (["experiment=sister_cities", "dataset=facebook"], "dataset=facebook has no node table: task=sister_cities needs"),
+    (["experiment=ppi", "dataset=miserables"], "dataset=miserables has no train/valid/test node splits and labels"),
+    (["trainer.lr=abc"], "trainer.lr=abc: expected a number"),
+    (["trainer.noise=gaussian"], "trainer.noise=gaussian: expected one of uniform, degree"),
+]
+
+
+def exit_line(*args: str) -> str:
+    """igel-run's code run in this process on `args`: the message it exits with."""
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(SystemExit) as exited:
+        patch.setattr(sys, "argv", ["igel-run", *args])
+        main()
+    return exited.value.code
+
+
+def test_invalid_invocations_fail_in_one_line_before_any_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "folder").mkdir()
+    for overrides, line in INVALID:
+        assert exit_line(*HERE, *overrides).startswith(f"igel-run: error: {line}"), overrides
+    assert not (tmp_path / "mlflow.db").exists()  # no run, not even a store
+
+
+def test_a_bad_job_stops_a_sweep_before_its_store_and_its_first_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert exit_line("-m", *HERE, "seed=0,1", "trainer.epochs=1,0") == (
+        "igel-run: error: the job seed=0 trainer.epochs=0: trainer.epochs=0: expected an integer ≥ 1"
+    )
+    assert exit_line("-m", *HERE, "seed=0,1", "trainer.lr=0.1,abc") == (
+        "igel-run: error: config.yaml with seed=0 trainer.lr=abc: trainer.lr=abc: expected a number"
+    )
+    experiments = ["--config-dir", str(REPO / "experiments"), "--config-name", "miserables_correlations"]
+    assert exit_line("-m", *experiments, *HERE, "trainer.walk_length=0").startswith(
+        "igel-run: error: the job encoder.distance=1 seed=0 trainer.walk_length=0: trainer.walk_length=0: expected"
+    )
+    assert exit_line("-m", *HERE, "trainer.lr=abc") == "igel-run: error: trainer.lr=abc: expected a number"
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_bad_value_is_one_line_on_the_command_line(tmp_path):
+    result = igel_run("trainer.lr=abc", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (1, "igel-run: error: trainer.lr=abc: expected a number\n")
 
 
 def test_default_run_end_to_end(tmp_path):
