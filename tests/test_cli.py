@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,8 +17,9 @@ from hydra.errors import ConfigCompositionException
 from igel_exp import pipelines
 from igel_exp.cli import main
 from igel_exp.errors import ConfigError
+from igel_exp.tracking import use_store
 
-from conftest import REPO
+from conftest import REPO, live_processes, start_training, wait_for_no_process
 
 QUICK = ["trainer.epochs=1", "trainer.walk_length=20", "progress=false"]
 
@@ -211,6 +213,54 @@ def test_interrupts_end_the_runs_in_progress_failed(tmp_path, mode, stop):
     assert list(tracked.status) == ["FAILED"] * (jobs + ("-m" in mode)), output[-5000:]
     jobs_errors = tracked["tags.error"].dropna()
     assert len(jobs_errors) == jobs and all(jobs_errors.str.startswith("KeyboardInterrupt"))
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_leaves_no_worker_and_its_runs_end_failed(tmp_path):
+    """kill -9 of a joblib sweep: its workers notice, end their jobs' runs FAILED and exit; the parent run, which
+    nothing could end, is closed FAILED by the next igel-run on the store."""
+    process, lines = start_training([*JOBLIB_SWEEP, "trainer.epochs=100000"], tmp_path, jobs=2)
+    try:
+        process.kill()
+        process.wait()
+        assert wait_for_no_process(process.pid) == [], "".join(lines)[-5000:]
+    finally:
+        for pid in live_processes(process.pid):
+            os.kill(pid, signal.SIGKILL)
+    assert sorted(runs(tmp_path).status) == ["FAILED", "FAILED", "RUNNING"]
+    use_store(f"sqlite:///{tmp_path / 'mlflow.db'}")  # what the next igel-run, igel-reproduce or igel-report does
+    tracked = runs(tmp_path).set_index("run_id")
+    assert list(tracked.status) == ["FAILED"] * 3
+    parent = tracked.loc[tracked["tags.igel.sweep"].iloc[0]]
+    assert parent["tags.error"] == f"its process (pid {process.pid}) was killed before it could end the run"
+    jobs = tracked.drop(parent.name)
+    assert list(jobs["tags.error"]) == [f"KeyboardInterrupt: signal 15 (its parent process {process.pid} is gone)"] * 2
+
+
+@pytest.mark.slow
+def test_two_sweeps_write_one_store_at_once(tmp_path, _empty_store):
+    """Their parent runs and jobs interleave in one sqlite store; each job is nested under its own sweep. (Creating
+    a new store at once: test_tracking.py::test_runs_started_together_in_a_fresh_directory_share_one_new_store.)"""
+    shutil.copy(_empty_store, tmp_path / "mlflow.db")
+    small = [
+        "experiment=scalability",
+        "dataset.num_nodes=100",
+        "task.isolate=false",
+        "trainer.epochs=1",
+        "progress=false",
+    ]
+    command = [sys.executable, "-c", "from igel_exp.cli import main; main()", "-m", "seed=0,1", *small]
+    env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
+    sweeps = [
+        subprocess.Popen([*command, f"trainer.dim={dim}"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+        for dim in (4, 6)
+    ]
+    errors = [sweep.communicate(timeout=600)[1] for sweep in sweeps]
+    assert [sweep.returncode for sweep in sweeps] == [0, 0], "\n".join(errors)[-5000:]
+    tracked = runs(tmp_path)
+    assert list(tracked.status) == ["FINISHED"] * 6
+    jobs = tracked[tracked.run_id != tracked["tags.igel.sweep"]]
+    assert sorted(jobs.groupby("tags.igel.sweep")["params.trainer.dim"].apply(sorted)) == [["4", "4"], ["6", "6"]]
 
 
 def test_own_edge_list_and_its_errors(tmp_path):

@@ -2,6 +2,8 @@ import gzip
 import hashlib
 import logging
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -195,3 +197,21 @@ def test_real_graphs_from_the_shared_layout(data_root, name, nodes, edges):
     graph = load_dataset({"name": name}, DataContext(data_root, download=False, seed=0)).graph
     assert (graph.vcount(), graph.ecount()) == (nodes, edges)
     assert graph.is_simple() and not graph.is_directed()
+
+
+def test_an_unreadable_file_is_one_line_before_any_run(tmp_path, obeys_permissions):
+    path = write(tmp_path / "g.txt", "1 2\n")
+    path.chmod(0)
+    script = (
+        "import sys; from pathlib import Path; from igel_exp.data import DataContext, check_dataset, read_edgelist\n"
+        "from igel_exp.errors import DataError\n"
+        "for read in (lambda: check_dataset({'name': 'edgelist', 'path': sys.argv[1]}, DataContext(Path(), False, 0)),"
+        " lambda: read_edgelist(sys.argv[1])):\n"
+        "    try:\n        read()\n    except DataError as error:\n        print(error)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, preexec_fn=obeys_permissions
+    )
+    assert result.stdout.splitlines() == [f"{path}: permission denied: this user cannot read the edge list file"] * 2, (
+        result.stderr
+    )

@@ -130,7 +130,10 @@ def test_reproduce_needs_the_tables_named(capsys):
     "override, line",
     [
         ("trainer.lr=abc", r"tiny: tiny.yaml with encoder.distance=1 seed=0 .*: trainer.lr=abc: expected a number"),
-        ("trainer.epochs=0", r"tiny: tiny.yaml with encoder.distance=1 seed=0 .*: trainer.epochs=0: expected an integer ≥ 1"),
+        (
+            "trainer.epochs=0",
+            r"tiny: tiny.yaml with encoder.distance=1 seed=0 .*: trainer.epochs=0: expected an integer ≥ 1",
+        ),
         ("task.k_max=1", r"tiny: encoder.distance=1 seed=0: task.k_min=2 is above task.k_max=1"),
     ],
 )

@@ -61,9 +61,15 @@ def test_the_schema_leaves_every_run_its_identity(compose_config):
         (["progress=maybe"], "progress=maybe: expected true or false"),
         (["encoder.transform=sqrt"], "encoder.transform=sqrt: expected one of log, none"),
         (["trainer.noise=gaussian"], "trainer.noise=gaussian: expected one of uniform, degree"),
-        (["experiment=ppi", "trainer.activation=gelu"], "trainer.activation=gelu: expected one of elu, relu, tanh, linear"),
+        (
+            ["experiment=ppi", "trainer.activation=gelu"],
+            "trainer.activation=gelu: expected one of elu, relu, tanh, linear",
+        ),
         (["trainer.lrr=0.1"], "trainer.lrr is not a setting of SkipGramTrainer"),
-        (["trainer=supervised"], "trainer.walk_length is not a setting of SupervisedTrainer (set in experiment/clustering)"),
+        (
+            ["trainer=supervised"],
+            "trainer.walk_length is not a setting of SupervisedTrainer (set in experiment/clustering)",
+        ),
         (["experiment=nope"], "In 'config': Could not find 'experiment/nope'; available: clustering, link_prediction"),
     ],
 )

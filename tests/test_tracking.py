@@ -1,5 +1,6 @@
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -10,7 +11,17 @@ import mlflow
 import pytest
 from omegaconf import OmegaConf
 
-from igel_exp.tracking import flatten, sigterm_interrupts, tracked_run, tracking_uri
+from igel_exp.tracking import (
+    PROCESS_TAG,
+    STALE_TAG,
+    flatten,
+    process_gone,
+    process_identity,
+    sigterm_interrupts,
+    tracked_run,
+    tracking_uri,
+    use_store,
+)
 
 
 def test_flatten_nested_config():
@@ -94,3 +105,83 @@ def test_runs_started_together_in_a_fresh_directory_share_one_new_store(tmp_path
     mlflow.set_tracking_uri(uri)
     runs = mlflow.search_runs(experiment_names=["together"], output_format="list")
     assert len(runs) == 4
+
+
+def test_a_run_left_running_by_a_killed_process_is_ended_failed_by_the_next_command(store_uri):
+    """kill -9 (or the out-of-memory killer) leaves a run RUNNING: the next igel-run, igel-reproduce or igel-report on
+    the store ends it FAILED, saying why; runs of live processes, and of other machines, are left as they are."""
+    script = (
+        "import os, signal, sys; from omegaconf import OmegaConf; from igel_exp.tracking import tracked_run\n"
+        "with tracked_run(OmegaConf.create({'name': 'toy', 'tracking': {'uri': sys.argv[1]}}), 'toy') as logger:\n"
+        "    print(logger.run_id, flush=True); os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    killed = subprocess.run([sys.executable, "-c", script, store_uri], capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    client = mlflow.MlflowClient(store_uri)
+    experiment = client.get_experiment_by_name("toy").experiment_id
+    alive = client.create_run(experiment, tags={PROCESS_TAG: process_identity()}).info.run_id
+    elsewhere = client.create_run(experiment, tags={PROCESS_TAG: "another-host 1 1"}).info.run_id
+    assert client.get_run(killed.stdout.strip()).info.status == "RUNNING"
+    use_store(store_uri)
+    run = client.get_run(killed.stdout.strip())
+    assert run.info.status == "FAILED"
+    pid = run.data.tags[PROCESS_TAG].split()[1]
+    assert run.data.tags["error"] == f"its process (pid {pid}) was killed before it could end the run"
+    assert run.data.tags[STALE_TAG].endswith(process_identity())
+    assert [client.get_run(run_id).info.status for run_id in (alive, elsewhere)] == ["RUNNING", "RUNNING"]
+
+
+def test_a_process_is_told_from_a_later_one_with_its_pid():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    identity = process_identity(child.pid)
+    assert not process_gone(identity) and not process_gone(process_identity())
+    child.wait()
+    assert process_gone(identity)
+    host, pid, start = process_identity().split()
+    assert process_gone(f"{host} {pid} {int(start) - 1}")  # this pid, but not this process: it was reused
+    assert not process_gone(f"not-{host} {pid} {start}")  # another machine's: nothing to tell by
+
+
+def test_a_store_in_a_read_only_folder_fails_in_one_line_and_gets_no_run(tmp_path, obeys_permissions, _empty_store):
+    folder, work = tmp_path / "store", tmp_path / "work"
+    folder.mkdir()
+    work.mkdir()
+    shutil.copy(_empty_store, folder / "mlflow.db")
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    use_store(uri)  # a store used before: its lock file exists, and is writable
+    folder.chmod(0o555)
+    try:
+        command = [sys.executable, "-c", "from igel_exp.cli import main; main()", f"tracking.uri={uri}"]
+        env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
+        result = subprocess.run(
+            [*command, "progress=false"],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            preexec_fn=obeys_permissions,
+        )
+        new = f"sqlite:///{folder / 'new' / 'mlflow.db'}"
+        script = f"from igel_exp.tracking import open_experiment; open_experiment({new!r}, 'toy')"
+        fresh = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, preexec_fn=obeys_permissions
+        )
+    finally:
+        folder.chmod(0o755)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"igel-run: error: cannot write the MLflow store {uri} (Permission denied: {folder}")
+    )
+    assert (
+        mlflow.MlflowClient(uri).search_runs([e.experiment_id for e in mlflow.MlflowClient(uri).search_experiments()])
+        == []
+    )
+    assert (
+        fresh.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"igel_exp.errors.StoreError: cannot write the MLflow store {new} (Permission denied: {folder / 'new'}"
+        )
+    )

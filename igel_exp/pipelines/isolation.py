@@ -93,7 +93,8 @@ def _stop(process: subprocess.Popen, config: DictConfig, folder: Path, reason: s
     STOP_WAIT_S; then close its run here if it could not."""
     process.send_signal(signal.SIGTERM)
     try:
-        process.wait(timeout=STOP_WAIT_S)
+        if process.wait(timeout=STOP_WAIT_S) == INTERRUPTED:
+            return  # it ended its run FAILED itself
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
