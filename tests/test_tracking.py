@@ -61,14 +61,15 @@ def test_a_crash_inside_a_run_leaves_it_failed_with_the_error(tracking_uri):
     assert run.data.tags["error"] == "ZeroDivisionError: division by zero"
 
 
-def test_an_interrupt_inside_a_store_call_still_ends_the_run_failed(tracking_uri):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["Ctrl-C", "SIGTERM"])
+def test_an_interrupt_inside_a_store_call_still_ends_the_run_failed(store_uri, signum):
     """SIGTERM (or Ctrl-C) landing inside an MLflow call used to leave the sqlite store locked: the clean-up then
     waited 20 s for the lock and failed, and the run stayed RUNNING. The signals here come at a spread of moments
     while the run logs metrics, so that most of them land inside a store call."""
     run_ids = []
     for delay in (0.02, 0.05, 0.1, 0.15, 0.2, 0.3):
-        timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGTERM))
-        with pytest.raises(KeyboardInterrupt, match="signal 15"), sigterm_interrupts():
+        timer = threading.Timer(delay, os.kill, (os.getpid(), signum))
+        with pytest.raises(KeyboardInterrupt, match=f"signal {signum:d}"), sigterm_interrupts():
             with tracked_run(config(), "toy") as logger:
                 timer.start()
                 for step in itertools.count():
@@ -76,7 +77,7 @@ def test_an_interrupt_inside_a_store_call_still_ends_the_run_failed(tracking_uri
         run_ids.append(logger.run_id)
     runs = [mlflow.get_run(run_id) for run_id in run_ids]
     assert [run.info.status for run in runs] == ["FAILED"] * len(runs)
-    assert all(run.data.tags["error"] == "KeyboardInterrupt: signal 15" for run in runs)
+    assert all(run.data.tags["error"] == f"KeyboardInterrupt: signal {signum:d}" for run in runs)
 
 
 def test_an_interrupt_stays_an_interrupt_when_its_clean_up_fails():
