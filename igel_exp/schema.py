@@ -80,42 +80,53 @@ def value() -> Any:
 # --- choices ----------------------------------------------------------------------------------------------------
 
 
-class Transform(Enum):
+class Choice(str, Enum):
+    """A config choice that is its value wherever a string is expected: ==, f-strings, JSON (the identity hash),
+    dict keys. The members' names are their values, as Hydra reads a choice by its name."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class Transform(Choice):
     log = "log"
     none = "none"
 
 
-class Normalise(Enum):
+class Normalise(Choice):
     sum = "sum"
     max = "max"
     l2 = "l2"
     none = "none"
 
 
-class Noise(Enum):
+class Noise(Choice):
     uniform = "uniform"
     degree = "degree"
 
 
-class Activation(Enum):
+class Activation(Choice):
     elu = "elu"
     relu = "relu"
     tanh = "tanh"
     linear = "linear"
 
 
-class NodeIds(Enum):
+class NodeIds(Choice):
     int = "int"
     token = "token"
 
 
-class PPILayout(Enum):
+class PPILayout(Choice):
     auto = "auto"
     graphsage = "graphsage"
     edgelists = "edgelists"
 
 
-class RankingGraph(Enum):
+class RankingGraph(Choice):
     directed = "directed"
     undirected = "undirected"
 

@@ -164,24 +164,24 @@ STALE_TAG = "igel.closed_stale"  # on a run that close_stale_runs closed: when, 
 
 
 def process_identity(pid: int | None = None) -> str:
-    """'<host> <pid> <start>' of a process (this one by default): its start time (Linux: clock ticks after boot, else
-    '?') tells it from a later process that got the same pid."""
+    """'<host> <pid> <start>' of a process (this one by default); its start time (clock ticks after boot, from Linux's
+    /proc; '?' elsewhere) tells it from a later process that got the same pid."""
     pid = os.getpid() if pid is None else pid
     return f"{socket.gethostname()} {pid} {_start_time(pid) or '?'}"
 
 
 def _start_time(pid: int) -> str | None:
-    """The start time of a live process (/proc/<pid>/stat field 22), None when it is gone or a zombie."""
+    """The start time of a live process (/proc/<pid>/stat field 22); None when it is gone, a zombie, or unknown."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
-        return None if Path("/proc/self/stat").exists() else "?"  # no /proc: nothing to tell by
+        return None
     return None if fields[0] in "ZX" else fields[19]
 
 
 def process_gone(identity: str) -> bool:
-    """Whether the process that `identity` names is known to be gone: it was on this host and its pid is free, or
-    belongs to a process started since. False when unsure (another host, an unreadable tag)."""
+    """Whether the process that `identity` names is known to be gone: it ran on this host, and its pid is free or now
+    belongs to a process that started later. False when unsure (another host, a tag it cannot read)."""
     try:
         host, pid, start = identity.split()
         pid = int(pid)
@@ -189,16 +189,15 @@ def process_gone(identity: str) -> bool:
         return False
     if host != socket.gethostname():
         return False
-    now = _start_time(pid)
-    if now == "?" or start == "?":  # no start times: a pid in use counts as the same process
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-        return False
-    return now != start
+    if start != "?" and Path("/proc/self/stat").exists():
+        return _start_time(pid) != start
+    try:  # without start times, a pid in use counts as the same process
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass
+    return False
 
 
 @store_call()
@@ -207,24 +206,24 @@ def close_stale_runs(uri: str | None = None) -> list[str]:
     killer, a reboot): nothing else could ever end them. Returns their ids. Runs started elsewhere are left as they
     are; their own machine's next igel-run, igel-reproduce or igel-report closes them."""
     client = mlflow.MlflowClient(tracking_uri=uri)
+    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
     host = socket.gethostname().replace("'", "")
+    mine = f"attributes.status = 'RUNNING' and tags.`{PROCESS_TAG}` LIKE '{host} %'"
     stale = []
-    for experiment in client.search_experiments():
-        runs = client.search_runs(
-            [experiment.experiment_id],
-            filter_string=f"attributes.status = 'RUNNING' and tags.`{PROCESS_TAG}` LIKE '{host} %'",
-            max_results=1000,
+    for run in client.search_runs(experiments, filter_string=mine, max_results=10000) if experiments else []:
+        identity = run.data.tags[PROCESS_TAG]
+        if not process_gone(identity):
+            continue
+        pid = identity.split()[1]
+        client.set_tag(
+            run.info.run_id,
+            "error",
+            f"its process (pid {pid}) died without ending it (kill -9, out of memory, a crash)",
         )
-        for run in runs:
-            identity = run.data.tags.get(PROCESS_TAG, "")
-            if not process_gone(identity):
-                continue
-            _, pid, _ = identity.split()
-            client.set_tag(run.info.run_id, "error", f"its process (pid {pid}) was killed before it could end the run")
-            client.set_tag(run.info.run_id, STALE_TAG, f"{time.strftime('%Y-%m-%d %H:%M:%S')} by {process_identity()}")
-            client.set_terminated(run.info.run_id, RunStatus.to_string(RunStatus.FAILED))
-            log.warning("run %s was left RUNNING by a killed process (pid %s): ended FAILED", run.info.run_id, pid)
-            stale.append(run.info.run_id)
+        client.set_tag(run.info.run_id, STALE_TAG, f"{time.strftime('%Y-%m-%d %H:%M:%S')} by {process_identity()}")
+        client.set_terminated(run.info.run_id, RunStatus.to_string(RunStatus.FAILED))
+        log.warning("run %s was left RUNNING by process %s, which is gone: ended FAILED", run.info.run_id, pid)
+        stale.append(run.info.run_id)
     return stale
 
 
@@ -290,7 +289,7 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
     ($IGEL_PARENT_RUN_ID set) the run is nested under the sweep's parent run.
     """
     parent = os.environ.get(PARENT_RUN_ENV)
-    resolved = OmegaConf.to_container(config, resolve=True, throw_on_missing=True)
+    resolved = OmegaConf.to_container(config, resolve=True, throw_on_missing=True, enum_to_str=True)
     # the run's identity: igel-reproduce skips a job whose hash has a FINISHED run, igel-report finds tables by it
     tags = {HASH_TAG: config_hash(resolved), PROCESS_TAG: process_identity(), **({SWEEP_TAG: parent} if parent else {})}
     open_experiment(tracking_uri(config.get("tracking", {}).get("uri")), experiment)

@@ -232,7 +232,10 @@ def test_a_killed_sweep_leaves_no_worker_and_its_runs_end_failed(tmp_path):
     tracked = runs(tmp_path).set_index("run_id")
     assert list(tracked.status) == ["FAILED"] * 3
     parent = tracked.loc[tracked["tags.igel.sweep"].iloc[0]]
-    assert parent["tags.error"] == f"its process (pid {process.pid}) was killed before it could end the run"
+    assert (
+        parent["tags.error"]
+        == f"its process (pid {process.pid}) died without ending it (kill -9, out of memory, a crash)"
+    )
     jobs = tracked.drop(parent.name)
     assert list(jobs["tags.error"]) == [f"KeyboardInterrupt: signal 15 (its parent process {process.pid} is gone)"] * 2
 

@@ -127,7 +127,7 @@ def test_a_run_left_running_by_a_killed_process_is_ended_failed_by_the_next_comm
     run = client.get_run(killed.stdout.strip())
     assert run.info.status == "FAILED"
     pid = run.data.tags[PROCESS_TAG].split()[1]
-    assert run.data.tags["error"] == f"its process (pid {pid}) was killed before it could end the run"
+    assert run.data.tags["error"] == f"its process (pid {pid}) died without ending it (kill -9, out of memory, a crash)"
     assert run.data.tags[STALE_TAG].endswith(process_identity())
     assert [client.get_run(run_id).info.status for run_id in (alive, elsewhere)] == ["RUNNING", "RUNNING"]
 
