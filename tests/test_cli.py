@@ -2,7 +2,6 @@
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -241,10 +240,9 @@ def test_a_killed_sweep_leaves_no_worker_and_its_runs_end_failed(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_sweeps_write_one_store_at_once(tmp_path, _empty_store):
-    """Their parent runs and jobs interleave in one sqlite store; each job is nested under its own sweep. (Creating
-    a new store at once: test_tracking.py::test_runs_started_together_in_a_fresh_directory_share_one_new_store.)"""
-    shutil.copy(_empty_store, tmp_path / "mlflow.db")
+def test_two_sweeps_write_one_store_at_once(tmp_path):
+    """Both create the store in a fresh folder (one waits for the other's migrations: the lock of use_store), then
+    their parent runs and jobs interleave in it; each job is nested under its own sweep."""
     small = [
         "experiment=scalability",
         "dataset.num_nodes=100",
