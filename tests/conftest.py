@@ -5,8 +5,10 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -150,18 +152,24 @@ def wait_for_no_process(group: int, timeout_s: float = 60) -> list[int]:
 
 def start_training(args: list[str], cwd: Path, jobs: int = 1) -> tuple[subprocess.Popen, list[str]]:
     """igel-run with `args` in its own process group, returned once `jobs` jobs log that they train (the log, not the
-    store, tells: reading the store meanwhile would compete for its lock); with the output read so far."""
+    store, tells: reading the store meanwhile would compete for its lock); with the output read so far. A run that
+    has not started training after 300 s is killed."""
     command = [sys.executable, "-c", "from igel_exp.cli import main; main()", *args, "progress=false"]
     env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
     process = subprocess.Popen(
         command, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
     )
     lines, started = [], 0
-    for line in process.stdout:
-        lines.append(line)
-        started += "training on" in line
-        if started == jobs:
-            break
+    stuck = threading.Timer(300, os.killpg, (process.pid, signal.SIGKILL))  # then the output ends: the test fails
+    stuck.start()
+    try:
+        for line in process.stdout:
+            lines.append(line)
+            started += "training on" in line
+            if started == jobs:
+                break
+    finally:
+        stuck.cancel()
     return process, lines
 
 
