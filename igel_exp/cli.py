@@ -1,4 +1,7 @@
-"""Console entry points. `igel-run` is a Hydra app over the config tree packaged as `igel_exp.conf`."""
+"""Console entry points. `igel-run` is a Hydra app over the config tree packaged as `igel_exp.conf`.
+
+torch, MLflow and the pipelines are imported once the config has composed: a mistyped value fails in a second.
+"""
 
 from __future__ import annotations
 
@@ -14,11 +17,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from igel_exp import pipelines
 from igel_exp.errors import IgelError
-from igel_exp.plan import sweep_jobs
 from igel_exp.schema import describe
-from igel_exp.tracking import LAUNCHER_ENV, sigterm_interrupts, watch_parent
 
 CONFIG_PATH = "pkg://igel_exp.conf"
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -27,6 +27,9 @@ BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 @hydra.main(config_path=CONFIG_PATH, config_name="config", version_base="1.3")
 def app(config: DictConfig) -> float | None:
     """Run one experiment (or, with -m, one job of a sweep) as an MLflow run."""
+    from igel_exp import pipelines
+    from igel_exp.tracking import LAUNCHER_ENV, sigterm_interrupts, watch_parent
+
     launcher = os.environ.get(LAUNCHER_ENV)  # a sweep's job in a worker process stops if its launcher is killed
     try:
         with sigterm_interrupts(), watch_parent(int(launcher) if launcher else None):
@@ -77,6 +80,9 @@ class SweepCheck(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if config.hydra.sweeper.get("_target_") != BASIC_SWEEPER:
             return
+        from igel_exp import pipelines
+        from igel_exp.plan import sweep_jobs
+
         # SystemExit: Hydra turns a callback's exceptions into warnings and goes on
         try:
             for overrides, job in sweep_jobs(config):  # composition errors name the job's overrides

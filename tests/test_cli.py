@@ -215,7 +215,7 @@ def test_interrupts_end_the_runs_in_progress_failed(tmp_path, mode, stop):
 
 
 @pytest.mark.slow
-def test_a_killed_sweep_leaves_no_worker_and_its_runs_end_failed(tmp_path):
+def test_a_killed_sweep_leaves_no_worker_and_its_runs_end_failed(store_uri, tmp_path):
     """kill -9 of a joblib sweep: its workers notice, end their jobs' runs FAILED and exit; the parent run, which
     nothing could end, is closed FAILED by the next igel-run on the store."""
     process, lines = start_training([*JOBLIB_SWEEP, "trainer.epochs=100000"], tmp_path, jobs=2)

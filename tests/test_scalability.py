@@ -167,7 +167,7 @@ def ctrl_c(process):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stop", [sigterm_to_igel_run, ctrl_c])
-def test_an_interrupted_isolated_job_ends_its_run_failed_and_leaves_no_process(tmp_path, stop):
+def test_an_interrupted_isolated_job_ends_its_run_failed_and_leaves_no_process(store_uri, tmp_path, stop):
     process, lines = start_training([*TINY, "trainer.epochs=100000"], tmp_path)
     try:
         stop(process)
@@ -189,7 +189,7 @@ def test_an_interrupted_isolated_job_ends_its_run_failed_and_leaves_no_process(t
 
 
 @pytest.mark.slow
-def test_an_isolated_job_stops_when_igel_run_is_killed(tmp_path):
+def test_an_isolated_job_stops_when_igel_run_is_killed(store_uri, tmp_path):
     """kill -9 of igel-run: its job's process notices within a second, ends its run FAILED and exits."""
     process, lines = start_training([*TINY, "trainer.epochs=100000"], tmp_path)
     try:

@@ -144,45 +144,34 @@ def test_a_process_is_told_from_a_later_one_with_its_pid():
 
 
 def test_a_store_in_a_read_only_folder_fails_in_one_line_and_gets_no_run(tmp_path, obeys_permissions, _empty_store):
-    folder, work = tmp_path / "store", tmp_path / "work"
+    """A store used before (its lock file there, writable) and a new one, both in a read-only folder: the run does not
+    start, and StoreError says why in one line (igel-run prints it as `igel-run: error: ...`)."""
+    folder = tmp_path / "store"
     folder.mkdir()
-    work.mkdir()
     shutil.copy(_empty_store, folder / "mlflow.db")
-    uri = f"sqlite:///{folder / 'mlflow.db'}"
-    use_store(uri)  # a store used before: its lock file exists, and is writable
+    used, new = f"sqlite:///{folder / 'mlflow.db'}", f"sqlite:///{folder / 'new' / 'mlflow.db'}"
+    use_store(used)
+    script = (
+        "import sys; from omegaconf import OmegaConf; from igel_exp.errors import StoreError\n"
+        "from igel_exp.tracking import tracked_run\n"
+        "for uri in sys.argv[1:]:\n"
+        "    try:\n"
+        "        with tracked_run(OmegaConf.create({'name': 'toy', 'tracking': {'uri': uri}}), 'toy'):\n"
+        "            print('a run started')\n"
+        "    except StoreError as error:\n"
+        "        print(error)\n"
+    )
     folder.chmod(0o555)
     try:
-        command = [sys.executable, "-c", "from igel_exp.cli import main; main()", f"tracking.uri={uri}"]
-        env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
         result = subprocess.run(
-            [*command, "progress=false"],
-            cwd=work,
-            env=env,
-            capture_output=True,
-            text=True,
-            preexec_fn=obeys_permissions,
-        )
-        new = f"sqlite:///{folder / 'new' / 'mlflow.db'}"
-        script = f"from igel_exp.tracking import open_experiment; open_experiment({new!r}, 'toy')"
-        fresh = subprocess.run(
-            [sys.executable, "-c", script], capture_output=True, text=True, preexec_fn=obeys_permissions
+            [sys.executable, "-c", script, used, new], capture_output=True, text=True, preexec_fn=obeys_permissions
         )
     finally:
         folder.chmod(0o755)
-    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
-    assert (
-        result.stderr.strip()
-        .splitlines()[-1]
-        .startswith(f"igel-run: error: cannot write the MLflow store {uri} (Permission denied: {folder}")
-    )
-    assert (
-        mlflow.MlflowClient(uri).search_runs([e.experiment_id for e in mlflow.MlflowClient(uri).search_experiments()])
-        == []
-    )
-    assert (
-        fresh.stderr.strip()
-        .splitlines()[-1]
-        .startswith(
-            f"igel_exp.errors.StoreError: cannot write the MLflow store {new} (Permission denied: {folder / 'new'}"
-        )
-    )
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2, result.stdout + result.stderr
+    assert lines[0].startswith(f"cannot write the MLflow store {used} (Permission denied: {folder}")
+    assert lines[1].startswith(f"cannot write the MLflow store {new} (Permission denied: {folder / 'new'}")
+    assert lines[0].endswith("): point tracking.uri or $MLFLOW_TRACKING_URI at a writable place")
+    client = mlflow.MlflowClient(used)
+    assert client.search_runs([experiment.experiment_id for experiment in client.search_experiments()]) == []
