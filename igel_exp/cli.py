@@ -1,48 +1,119 @@
 """Console entry points: `igel-run` and `igel-embed`, Hydra apps over the config tree packaged as `igel_exp.conf`
-(primary configs `config` and `embed`)."""
+(primary configs `config` and `embed`).
+
+torch, MLflow and the pipelines are imported once the config has composed: a mistyped value fails in a second.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import hydra
+from hydra.errors import HydraException
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from igel_exp import pipelines
 from igel_exp.errors import IgelError
-from igel_exp.pipelines.embed import embed as embed_graph
-from igel_exp.tracking import job_interrupts
+from igel_exp.schema import describe
 
 CONFIG_PATH = "pkg://igel_exp.conf"
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
 
 @hydra.main(config_path=CONFIG_PATH, config_name="config", version_base="1.3")
-def main(config: DictConfig) -> float | None:
+def app(config: DictConfig) -> float | None:
     """Run one experiment (or, with -m, one job of a sweep) as an MLflow run."""
+    from igel_exp import pipelines
+
     metrics = _guarded("igel-run", pipelines.run, config)
     objective = config.task.get("objective")
     return metrics.get(objective) if objective else None
 
 
 @hydra.main(config_path=CONFIG_PATH, config_name="embed", version_base="1.3")
-def embed(config: DictConfig) -> None:
+def embed_app(config: DictConfig) -> None:
     """Embed a graph with the frozen model of an earlier run, as an MLflow run of experiment `embed`."""
+    from igel_exp.pipelines.embed import embed as embed_graph
+
     _guarded("igel-embed", embed_graph, config)
+
+
+def main() -> None:
+    """igel-run: the Hydra app, with a config that fails to compose reported in one line."""
+    with one_line_errors("igel-run"):
+        app()
+
+
+def embed() -> None:
+    """igel-embed: the Hydra app, with a config that fails to compose reported in one line."""
+    with one_line_errors("igel-embed"):
+        embed_app()
 
 
 def _guarded(program: str, work: Callable[[DictConfig], dict], config: DictConfig) -> dict:
     """`work(config)`; user input problems and interrupts end the process with one line, no traceback."""
+    from igel_exp.tracking import LAUNCHER_ENV, job_interrupts, watch_parent
+
+    launcher = os.environ.get(LAUNCHER_ENV)  # a sweep's job in a worker process stops if its launcher is killed
     try:
-        with job_interrupts():  # in a Slurm job, an interrupt ends as an error that submitit records
+        # in a Slurm job, an interrupt ends as an error that submitit records
+        with job_interrupts(), watch_parent(int(launcher) if launcher else None):
             return work(config)
     except (IgelError, OmegaConfBaseException) as error:
-        # the MLflow run (if any) is already FAILED
-        sys.exit(f"{program}: error: {str(error).splitlines()[0]}")
+        # user input problems: one line, no traceback; the MLflow run (if any) is already FAILED
+        sys.exit(f"{program}: error: {describe(error)}")
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the run in progress is already FAILED
         print(f"{program}: interrupted; the run in progress ended FAILED", file=sys.stderr)
         sys.exit(130)
+
+
+@contextmanager
+def one_line_errors(prog: str) -> Iterator[None]:
+    """Report Hydra's composition errors (a value of the wrong type, an unknown option) as one line naming the key.
+
+    Hydra prints them over several lines unless $HYDRA_FULL_ERROR is set, and then it raises them: it is set for
+    the block, so that they reach this handler. Whoever set it already gets Hydra's full traceback.
+    """
+    if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        yield
+        return
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        yield
+    except (HydraException, OmegaConfBaseException, IgelError) as error:
+        sys.exit(f"{prog}: error: {describe(error)}")
+    except OSError as error:  # Hydra's own files: outputs/ in a folder this user cannot write
+        sys.exit(f"{prog}: error: {error.filename}: {error.strerror} (hydra.run.dir sets where Hydra writes)")
+    finally:
+        os.environ.pop("HYDRA_FULL_ERROR", None)
+
+
+class SweepCheck(Callback):
+    """Checks every job of an `igel-run -m` sweep before the first one starts, and before the sweep's MLflow store and
+    parent run are made (conf/config.yaml lists it first): a bad value in the tenth job stops the sweep at once, with
+    one line, not after nine runs. Sweepers other than Hydra's basic one expand their sweeps themselves: their jobs
+    are each checked before their run only."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if config.hydra.sweeper.get("_target_") != BASIC_SWEEPER:
+            return
+        from igel_exp import pipelines
+        from igel_exp.plan import sweep_jobs
+
+        # SystemExit: Hydra turns a callback's exceptions into warnings and goes on
+        try:
+            for overrides, job in sweep_jobs(config):  # composition errors name the job's overrides
+                try:
+                    pipelines.check(job)
+                except IgelError as error:
+                    sys.exit(f"igel-run: error: the job {' '.join(overrides)}: {error}")
+        except (HydraException, OmegaConfBaseException, IgelError) as error:
+            sys.exit(f"igel-run: error: {describe(error)}")
 
 
 if __name__ == "__main__":

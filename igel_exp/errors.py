@@ -19,3 +19,7 @@ class ModelError(IgelError, ValueError):
 
 class BudgetError(IgelError, MemoryError):
     """A run would exceed, or has reached, a configured resource budget; the message names its key."""
+
+
+class StoreError(IgelError):
+    """The MLflow store cannot be opened or written; the message names it."""

@@ -39,14 +39,14 @@ NOT_IDENTITY = (
 )
 # Settings added after runs were recorded, at the value that computes what those runs computed: left out of the
 # hash there, so that the runs recorded before the setting existed keep their identity.
-NEUTRAL = {"trainer.batch_scale": 1}
+NEUTRAL = {"trainer.batch_scale": 1, "task.source": None, "task.source_overrides": []}
 HASH_LENGTH = 16  # hex digits: 64 bits, no collision in any store of realistic size
 
 
 def identity(config: DictConfig | Mapping[str, Any], without: Iterable[str] = ()) -> dict[str, Any]:
     """The resolved config as plain data, minus NOT_IDENTITY and the dotted keys in `without`."""
     if isinstance(config, DictConfig):
-        plain = OmegaConf.to_container(config, resolve=True, throw_on_missing=False)
+        plain = OmegaConf.to_container(config, resolve=True, throw_on_missing=False, enum_to_str=True)
     else:
         plain = json.loads(json.dumps(config, default=str))  # a deep copy we may prune
     for dotted in (*NOT_IDENTITY, *without, *NEUTRAL):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import importlib.resources
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from igel_exp.errors import ConfigError
 from igel_exp.identity import config_hash
+from igel_exp.schema import check, describe
 from igel_exp.tracking import flatten
 
 log = logging.getLogger(__name__)
@@ -172,6 +173,10 @@ def load_plan(path: Path, profile: str = "full", overrides: Sequence[str] = ()) 
         jobs, seen = [], set()
         for batch in batches:
             config = composer.job(batch)
+            try:
+                check(config)  # the ranges; what needs torch or the data is checked before the jobs run
+            except ConfigError as error:
+                raise ConfigError(f"{path.name} with {' '.join(batch)}: {error}") from None
             identity = config_hash(config)
             if identity in seen:  # two sweep values that compose the same run
                 continue
@@ -181,7 +186,7 @@ def load_plan(path: Path, profile: str = "full", overrides: Sequence[str] = ()) 
                     overrides=tuple(batch),
                     shown=" ".join(item for item in batch if _key(item) in shown_keys),
                     config=config,
-                    flat=flatten(OmegaConf.to_container(config, resolve=True)),
+                    flat=flatten(OmegaConf.to_container(config, resolve=True, enum_to_str=True)),
                     hash=identity,
                     point=config_hash(config, without=("seed",)),
                 )
@@ -303,15 +308,16 @@ class _Composer:
     overrides cannot be applied that way is composed in full, so the result is always Hydra's.
     """
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, search: Sequence[str] = (f"hydra.searchpath=[{PACKAGED_CONFIGS}]",)):
         self.name = name
-        self._search = f"hydra.searchpath=[{PACKAGED_CONFIGS}]"
+        self._search = list(search)
         try:
-            full = compose(config_name=name, overrides=[self._search], return_hydra_config=True)
+            full = compose(config_name=name, overrides=self._search, return_hydra_config=True)
         except (HydraException, OmegaConfBaseException) as error:
-            raise ConfigError(f"{name}.yaml: {str(error).splitlines()[0]}") from None
-        self.sweep: dict[str, Any] = OmegaConf.to_container(full.hydra.sweeper.get("params") or {}, resolve=False)
-        self.reproduce = OmegaConf.to_container(full.reproduce, resolve=True) if "reproduce" in full else None
+            raise ConfigError(f"{name}.yaml: {describe(error)}") from None
+        params = full.hydra.sweeper.get("params")
+        self.sweep: dict[str, Any] = OmegaConf.to_container(params, resolve=False) if params else {}
+        self.reproduce = OmegaConf.to_container(full.reproduce, resolve=True) if full.get("reproduce") else None
         self._groups = set(full.hydra.runtime.choices.keys())
         self._bases: dict[tuple[str, ...], DictConfig] = {}
         self._parser = OverridesParser.create()
@@ -336,9 +342,20 @@ class _Composer:
 
     def _compose(self, overrides: list[str]) -> DictConfig:
         try:
-            return compose(config_name=self.name, overrides=[self._search, *overrides])
+            return compose(config_name=self.name, overrides=[*self._search, *overrides])
         except (HydraException, OmegaConfBaseException) as error:
-            raise ConfigError(f"{self.name}.yaml with {' '.join(overrides)}: {str(error).splitlines()[0]}") from None
+            raise ConfigError(f"{self.name}.yaml with {' '.join(overrides)}: {describe(error)}") from None
+
+
+def sweep_jobs(config: DictConfig) -> Iterator[tuple[list[str], DictConfig]]:
+    """The jobs of the running `igel-run -m` as Hydra's basic sweeper will launch them: each job's overrides and its
+    composed config. `config` is the sweep's own, with its hydra node; call it inside the Hydra app."""
+    params = config.hydra.sweeper.get("params") or {}
+    arguments = [f"{key}={value}" for key, value in params.items()] + list(config.hydra.overrides.task)
+    search = [item for item in config.hydra.overrides.hydra if item.startswith("hydra.searchpath")]
+    composer = _Composer(config.hydra.job.config_name, search)
+    for batch in _expand(arguments, "the sweep"):
+        yield batch, composer.job(batch)
 
 
 def _expand(arguments: list[str], where: str) -> list[list[str]]:

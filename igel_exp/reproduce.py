@@ -50,17 +50,21 @@ from igel_exp.reporting import (
     load_runs,
     planned_jobs,
     render,
+    store_exists,
 )
 from igel_exp.tracking import (
     PARENT_RUN_ENV,
+    PROCESS_TAG,
     SWEEP_TAG,
+    close_stale_runs,
     job_interrupts,
+    open_experiment,
+    process_identity,
     running_jobs,
     sigterm_interrupts,
     stopping_job_processes,
     store_call,
     tracking_uri,
-    use_store,
 )
 
 log = logging.getLogger(__name__)
@@ -237,8 +241,23 @@ def _rounds(plan: Plan, uri: str, outcome: Outcome) -> Iterator[list[Job]]:
             )
         if not todo:
             return
+        _check_jobs(plan, todo)
         attempted.update(job.hash for job in todo)
         yield todo
+
+
+def _check_jobs(plan: Plan, jobs: list[Job]) -> None:
+    """A bad value in any job stops the plan before its first run (ConfigError naming the job and the key). A missing
+    data file is left to the job: it skips the other jobs on that dataset and is reported with them."""
+    from igel_exp import pipelines  # not at the top: igel-report must not import torch
+
+    for job in jobs:
+        try:
+            pipelines.check(job.config)
+        except ConfigError as error:
+            raise ConfigError(f"{plan.name}: {job.shown or '(the only job)'}: {error}") from None
+        except DataError:
+            pass
 
 
 def _override(key: str, value: str) -> str:
@@ -257,13 +276,16 @@ class _Parents:
     @store_call()
     def for_experiment(self, name: str) -> str:
         if name not in self.ids:
-            use_store(self.uri)
-            experiment = mlflow.set_experiment(name)  # creates the store and the experiment before any job
+            experiment = open_experiment(self.uri, name)  # creates the store and the experiment before any job
             command = f"igel-reproduce {self.plan.name} --profile {self.plan.profile}"
             run = self.client.create_run(
                 experiment.experiment_id,
                 run_name=f"reproduce {self.plan.name} ({self.plan.profile}) {time.strftime('%Y-%m-%d %H:%M:%S')}",
-                tags={REPRODUCE_TAG: f"{self.plan.name} ({self.plan.profile})", "mlflow.note.content": command},
+                tags={
+                    REPRODUCE_TAG: f"{self.plan.name} ({self.plan.profile})",
+                    "mlflow.note.content": command,
+                    PROCESS_TAG: process_identity(),
+                },
             )
             self.client.set_tag(run.info.run_id, SWEEP_TAG, run.info.run_id)
             self.ids[name] = run.info.run_id
@@ -407,6 +429,16 @@ def _fail(prog: str, messages: list[str]) -> int:
     return 1 if messages else 0
 
 
+def _close_stale_runs(uri: str) -> None:
+    """close_stale_runs for igel-report, which may read a store it cannot write: then it only says so."""
+    if not store_exists(uri):
+        return
+    try:
+        close_stale_runs(uri)
+    except (OSError, mlflow.exceptions.MlflowException) as error:
+        log.warning("could not close the stale runs of %s: %s", uri, str(error).splitlines()[0])
+
+
 def report_main(argv: Sequence[str] | None = None) -> int:
     """igel-report: the paper's tables from the runs in an MLflow store."""
     arguments = _parser(
@@ -419,6 +451,7 @@ def report_main(argv: Sequence[str] | None = None) -> int:
     try:
         uri = _store(arguments, overrides)
         plans = _plans(arguments, tables or ["all"], overrides, errors)
+        _close_stale_runs(uri)
         runs = _RunCache(uri)
         _write([build_table(plan, runs(plan)) for plan in plans], arguments)
     except IgelError as error:

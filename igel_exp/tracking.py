@@ -12,6 +12,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -20,15 +21,19 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import matplotlib.pyplot as plt
 import mlflow
 import numpy as np
 import pandas as pd
 from hydra.experimental.callback import Callback
-from mlflow.entities import RunStatus
+from mlflow.entities import Experiment, RunStatus
+from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig, OmegaConf
+from sqlalchemy.exc import SQLAlchemyError
 
+from igel_exp.errors import StoreError
 from igel_exp.identity import HASH_TAG, config_hash
 
 try:
@@ -39,6 +44,7 @@ except ImportError:  # Windows: no advisory locks; start concurrent runs after t
 log = logging.getLogger(__name__)
 
 PARENT_RUN_ENV = "IGEL_PARENT_RUN_ID"  # set by a sweep so that its jobs become nested runs
+LAUNCHER_ENV = "IGEL_SWEEP_LAUNCHER"  # the pid of the process that launches a sweep's jobs, which they watch
 SWEEP_TAG = "igel.sweep"  # the parent run's id, on the parent and on every job of the sweep
 NOT_PARAMS = ("reproduce",)  # reference data of experiments/ files: kept in config.yaml, not run params
 
@@ -56,6 +62,7 @@ INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
 _store_calls = 0  # calls into the MLflow store in progress on the main thread
 _deferred_signal: int | None = None  # an interrupt that arrived during one of them
 _interrupted_by: int | None = None  # the signal that interrupted the work in progress, if one did
+_why_interrupted = ""  # said with the signal, when this process sent it to itself (watch_parent)
 
 
 @contextmanager
@@ -77,7 +84,7 @@ def store_call() -> Iterator[None]:
         _store_calls -= 1
     if _store_calls == 0 and _deferred_signal is not None:
         signum, _deferred_signal = _deferred_signal, None
-        raise KeyboardInterrupt(f"signal {signum}")
+        raise KeyboardInterrupt(f"signal {signum}{_why_interrupted}")
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -91,7 +98,7 @@ def _interrupt(signum: int, frame: object) -> None:
     if _store_calls:
         _deferred_signal = signum
         return
-    raise KeyboardInterrupt(f"signal {signum}")
+    raise KeyboardInterrupt(f"signal {signum}{_why_interrupted}")
 
 
 @store_call()
@@ -103,17 +110,121 @@ def use_store(uri: str) -> str:
     an exclusive lock on `<db>.lock` beside it.
     """
     mlflow.set_tracking_uri(uri)
-    if not uri.startswith("sqlite:///") or fcntl is None:
-        return uri
-    database = Path(uri.removeprefix("sqlite:///"))
-    database.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{database}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            mlflow.MlflowClient(tracking_uri=uri).search_experiments(max_results=1)  # creates or migrates it
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    if uri.startswith("sqlite:///") and fcntl is not None:
+        database = Path(uri.removeprefix("sqlite:///"))
+        database.parent.mkdir(parents=True, exist_ok=True)
+        with open(f"{database}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                mlflow.MlflowClient(tracking_uri=uri).search_experiments(max_results=1)  # creates or migrates it
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+    close_stale_runs(uri)
     return uri
+
+
+STORE_ERRORS = (OSError, MlflowException, SQLAlchemyError)
+
+
+@store_call()
+def open_experiment(uri: str, name: str) -> Experiment:
+    """The experiment `name` of the store at `uri` (both made if new), once the store and the experiment's artifact
+    folder are known to be writable: a store that cannot be written fails here, before any run exists, with a
+    StoreError that names it."""
+    try:
+        use_store(uri)
+        if uri.startswith("sqlite:///"):  # sqlite writes its journal beside the database
+            database = Path(uri.removeprefix("sqlite:///"))
+            _probe_write(database.parent)
+            if not os.access(database, os.W_OK):
+                raise PermissionError(13, "Permission denied", str(database))
+        experiment = mlflow.set_experiment(name)
+        location = urlparse(experiment.artifact_location or "")
+        if location.scheme in ("", "file"):
+            Path(location.path).mkdir(parents=True, exist_ok=True)
+            _probe_write(Path(location.path))
+    except STORE_ERRORS as error:
+        reason = f"{error.strerror}: {error.filename}" if isinstance(error, OSError) else str(error).splitlines()[0]
+        raise StoreError(
+            f"cannot write the MLflow store {uri} ({reason}): point tracking.uri or $MLFLOW_TRACKING_URI at a"
+            " writable place"
+        ) from error
+    return experiment
+
+
+def _probe_write(folder: Path) -> None:
+    """Raise OSError unless a file can be made in `folder` (a real attempt: root ignores permission bits, and
+    os.access ignores read-only mounts' quirks of some file systems)."""
+    with tempfile.TemporaryFile(dir=folder):
+        pass
+
+
+PROCESS_TAG = "igel.process"  # "<host> <pid> <start>" of the process that runs it: see close_stale_runs
+STALE_TAG = "igel.closed_stale"  # on a run that close_stale_runs closed: when, and by which process
+
+
+def process_identity(pid: int | None = None) -> str:
+    """'<host> <pid> <start>' of a process (this one by default); its start time (clock ticks after boot, from Linux's
+    /proc; '?' elsewhere) tells it from a later process that got the same pid."""
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()} {pid} {_start_time(pid) or '?'}"
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of a live process (/proc/<pid>/stat field 22); None when it is gone, a zombie, or unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in "ZX" else fields[19]
+
+
+def process_gone(identity: str) -> bool:
+    """Whether the process that `identity` names is known to be gone: it ran on this host, and its pid is free or now
+    belongs to a process that started later. False when unsure (another host, a tag it cannot read)."""
+    try:
+        host, pid, start = identity.split()
+        pid = int(pid)
+    except ValueError:
+        return False
+    if host != socket.gethostname():
+        return False
+    if start != "?" and Path("/proc/self/stat").exists():
+        return _start_time(pid) != start
+    try:  # without start times, a pid in use counts as the same process
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass
+    return False
+
+
+@store_call()
+def close_stale_runs(uri: str | None = None) -> list[str]:
+    """End FAILED the runs that are RUNNING but whose process, on this machine, is gone (kill -9, the out-of-memory
+    killer, a reboot): nothing else could ever end them. Returns their ids. Runs started elsewhere are left as they
+    are; their own machine's next igel-run, igel-reproduce or igel-report closes them."""
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+    host = socket.gethostname().replace("'", "")
+    mine = f"attributes.status = 'RUNNING' and tags.`{PROCESS_TAG}` LIKE '{host} %'"
+    stale = []
+    for run in client.search_runs(experiments, filter_string=mine, max_results=10000) if experiments else []:
+        identity = run.data.tags[PROCESS_TAG]
+        if not process_gone(identity):
+            continue
+        pid = identity.split()[1]
+        client.set_tag(
+            run.info.run_id,
+            "error",
+            f"its process (pid {pid}) died without ending it (kill -9, out of memory, a crash)",
+        )
+        client.set_tag(run.info.run_id, STALE_TAG, f"{time.strftime('%Y-%m-%d %H:%M:%S')} by {process_identity()}")
+        client.set_terminated(run.info.run_id, RunStatus.to_string(RunStatus.FAILED))
+        log.warning("run %s was left RUNNING by process %s, which is gone: ended FAILED", run.info.run_id, pid)
+        stale.append(run.info.run_id)
+    return stale
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -182,14 +293,13 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
     An exception inside the block ends the run FAILED, with the error as the `error` tag; inside a sweep
     (`tracking.parent_run_id`, else $IGEL_PARENT_RUN_ID) the run is nested under the sweep's parent run.
     """
-    use_store(tracking_uri(config.get("tracking", {}).get("uri")))
     parent = config.get("tracking", {}).get("parent_run_id") or os.environ.get(PARENT_RUN_ENV)
-    resolved = OmegaConf.to_container(config, resolve=True, throw_on_missing=True)
+    resolved = OmegaConf.to_container(config, resolve=True, throw_on_missing=True, enum_to_str=True)
     # the run's identity: igel-reproduce skips a job whose hash has a FINISHED run, igel-report finds tables by it
-    tags = {HASH_TAG: config_hash(resolved), **({SWEEP_TAG: parent} if parent else {})}
+    tags = {HASH_TAG: config_hash(resolved), PROCESS_TAG: process_identity(), **({SWEEP_TAG: parent} if parent else {})}
+    open_experiment(tracking_uri(config.get("tracking", {}).get("uri")), experiment)
     try:
         with store_call():
-            mlflow.set_experiment(experiment)
             run = mlflow.start_run(run_name=run_name, parent_run_id=parent, nested=parent is not None, tags=tags)
             log.info("MLflow run %s in experiment %r at %s", run.info.run_id, experiment, mlflow.get_tracking_uri())
             mlflow.log_params(flatten({k: v for k, v in resolved.items() if k not in NOT_PARAMS}))
@@ -219,12 +329,41 @@ def _restore_handlers(previous: dict[int, Any]) -> None:
 
 
 @contextmanager
+def watch_parent(pid: int | None, interval_s: float = 1.0) -> Iterator[None]:
+    """Interrupt this process as SIGTERM does when its parent `pid` dies, so that the job process of a launcher that
+    was killed (kill -9, the out-of-memory killer) ends its run FAILED and exits instead of working on unobserved.
+    Only while `pid` is this process's parent: a sweep's job that runs in the launcher itself, or that a scheduler
+    started, is left alone."""
+    if pid is None or os.getppid() != pid:
+        yield
+        return
+    stop = threading.Event()
+
+    def watch() -> None:
+        global _why_interrupted
+        while not stop.wait(interval_s):
+            if os.getppid() != pid:
+                _why_interrupted = f" (its parent process {pid} is gone)"
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    threading.Thread(target=watch, name="igel-watch-parent", daemon=True).start()
+    try:
+        yield
+    finally:
+        stop.set()
+        if os.getppid() != pid:  # orphaned: no one can give a worker (joblib's) more work or read its result
+            os._exit(130)
+
+
+@contextmanager
 def sigterm_interrupts() -> Iterator[None]:
     """SIGTERM (kill, Slurm's time limit) stops the work as Ctrl-C does, and only the first of them interrupts: the
     run in progress ends FAILED instead of staying RUNNING. Interrupted work ends in KeyboardInterrupt even when its
     clean-up fails (the store unreachable): a sweep must stop, not go on to its next job."""
-    global _interrupted_by, _deferred_signal
+    global _interrupted_by, _deferred_signal, _why_interrupted
     _interrupted_by = _deferred_signal = None  # nothing left over from an earlier interrupted block
+    _why_interrupted = ""
     previous = _handle_interrupts(_interrupt)
     try:
         yield
@@ -324,18 +463,25 @@ class SweepCallback(Callback):
 
     @store_call()
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        use_store(tracking_uri(config.get("tracking", {}).get("uri")))
-        experiment = mlflow.set_experiment(config.name)
+        try:
+            experiment = open_experiment(tracking_uri(config.get("tracking", {}).get("uri")), config.name)
+        except StoreError as error:  # SystemExit: Hydra turns a callback's exceptions into warnings and goes on
+            sys.exit(f"igel-run: error: {error}")
         client = mlflow.MlflowClient()
         overrides = " ".join(config.hydra.overrides.task)
         run = client.create_run(
             experiment.experiment_id,
             run_name=f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')}",
-            tags={"igel.sweep_overrides": overrides[:5000], "mlflow.note.content": f"igel-run -m {overrides}"},
+            tags={
+                "igel.sweep_overrides": overrides[:5000],
+                "mlflow.note.content": f"igel-run -m {overrides}",
+                PROCESS_TAG: process_identity(),
+            },
         )
         self.parent_run_id, self.experiment_id = run.info.run_id, experiment.experiment_id
         client.set_tag(self.parent_run_id, SWEEP_TAG, self.parent_run_id)
         os.environ[PARENT_RUN_ENV] = self.parent_run_id
+        os.environ[LAUNCHER_ENV] = str(os.getpid())  # its worker processes (joblib's) stop if it is killed
         atexit.register(self._end, RunStatus.FAILED)
         stop = StopJobProcesses(lambda: running_jobs([self.experiment_id], [self.parent_run_id]), self._exit)
         self.previous_handlers = _handle_interrupts(stop)
@@ -350,6 +496,7 @@ class SweepCallback(Callback):
             return
         mlflow.MlflowClient().set_terminated(self.parent_run_id, RunStatus.to_string(status))
         os.environ.pop(PARENT_RUN_ENV, None)
+        os.environ.pop(LAUNCHER_ENV, None)
         self.parent_run_id = None
         _restore_handlers(self.previous_handlers)
         self.previous_handlers = {}

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import igraph as ig
@@ -139,3 +145,77 @@ def experiments_dir(tmp_path: Path):
 
     write.folder = folder
     return write
+
+
+def live_processes(group: int) -> list[int]:
+    """The live processes of a process group, read from /proc (zombies, which a container's init may never reap, are
+    not alive)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[2]) == group and fields[0] not in "ZX":
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def wait_for_no_process(group: int, timeout_s: float = 60) -> list[int]:
+    """Wait until the process group has no live process; returns those still alive at the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while (alive := live_processes(group)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return alive
+
+
+def start_training(args: list[str], cwd: Path, jobs: int = 1) -> tuple[subprocess.Popen, list[str]]:
+    """igel-run with `args` in its own process group, returned once `jobs` jobs log that they train (the log, not the
+    store, tells: reading the store meanwhile would compete for its lock); with the output read so far. A run that
+    has not started training after 300 s is killed."""
+    command = [sys.executable, "-c", "from igel_exp.cli import main; main()", *args, "progress=false"]
+    env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
+    process = subprocess.Popen(
+        command, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    lines, started = [], 0
+    stuck = threading.Timer(300, os.killpg, (process.pid, signal.SIGKILL))  # then the output ends: the test fails
+    stuck.start()
+    try:
+        for line in process.stdout:
+            lines.append(line)
+            started += "training on" in line
+            if started == jobs:
+                break
+    finally:
+        stuck.cancel()
+    return process, lines
+
+
+def _drop_permission_override() -> None:
+    """In a forked child before exec: drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the bounding set, so that the
+    program it runs as root cannot regain them and obeys permission bits as any user does."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH (linux/capability.h)
+        if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
+
+
+@pytest.fixture
+def obeys_permissions(tmp_path: Path):
+    """A preexec_fn for subprocesses that must find a chmod 000 file unreadable and a chmod 555 folder read-only. The
+    tests run as root, which ignores permission bits: its subprocesses drop the capabilities that let it. Skips, saying
+    why, where that cannot be done (no prctl, or a root that keeps them)."""
+    preexec = _drop_permission_override if os.geteuid() == 0 else None
+    probe = tmp_path / "unreadable-probe"
+    probe.write_text("x")
+    probe.chmod(0)
+    try:
+        read = subprocess.run([sys.executable, "-c", f"open({str(probe)!r}).read()"], preexec_fn=preexec, timeout=60)
+    except (OSError, subprocess.SubprocessError) as error:
+        pytest.skip(f"cannot start a process that obeys permission bits here: {error}")
+    finally:
+        probe.unlink()
+    if read.returncode == 0:
+        pytest.skip("this user reads a chmod 000 file anyway: permission tests cannot fail here")
+    return preexec

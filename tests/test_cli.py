@@ -14,9 +14,11 @@ import pytest
 from hydra.errors import ConfigCompositionException
 
 from igel_exp import pipelines
+from igel_exp.cli import main
 from igel_exp.errors import ConfigError
+from igel_exp.tracking import use_store
 
-from conftest import REPO
+from conftest import REPO, live_processes, start_training, wait_for_no_process
 
 QUICK = ["trainer.epochs=1", "trainer.walk_length=20", "progress=false"]
 
@@ -55,6 +57,67 @@ def test_bad_distance_fails_before_any_run(compose_config, tracking_uri, tmp_pat
     with pytest.raises(ConfigError, match="encoder.distance"):
         pipelines.run(compose_config("encoder.distance=-1"))
     assert runs(tmp_path).empty
+
+
+HERE = ["hydra.run.dir=.", "hydra.sweep.dir=multirun", "hydra.output_subdir=null", "hydra/job_logging=none"]
+
+# The invalid invocations of issue 17, which passed Hydra's own checks: all but the first used to leave a FAILED run
+INVALID = [
+    (["encoder.distance=-1"], "encoder.distance=-1: expected an integer ≥ 0"),
+    (["trainer.epochs=0"], "trainer.epochs=0: expected an integer ≥ 1"),
+    (["dataset=edgelist", "dataset.path=missing.txt"], "missing.txt: edge list file not found"),
+    (["dataset=edgelist", "dataset.path=empty.txt"], "empty.txt: the edge list file is empty"),
+    (["dataset=edgelist", "dataset.path=folder"], "folder: is a directory; give the edge list file"),
+    (["trainer.lr=-1"], "trainer.lr=-1.0: expected a number > 0"),
+    (["trainer.dim=0"], "trainer.dim=0: expected an integer ≥ 1"),
+    (["task.k_min=5", "task.k_max=3"], "task.k_min=5 is above task.k_max=3"),
+    (["threads=0"], "threads=0: expected an integer ≥ 1"),
+    (["trainer.device=tpu"], "trainer.device=tpu: expected one of auto, cpu, mps, cuda, cuda:N, xpu or xpu:N"),
+    (["experiment=sister_cities", "dataset=facebook"], "dataset=facebook has no node table: task=sister_cities needs"),
+    (["experiment=ppi", "dataset=miserables"], "dataset=miserables has no train/valid/test node splits and labels"),
+    (["trainer.lr=abc"], "trainer.lr=abc: expected a number"),
+    (["trainer.noise=gaussian"], "trainer.noise=gaussian: expected one of uniform, degree"),
+]
+
+
+def exit_line(*args: str) -> str:
+    """igel-run's code run in this process on `args`: the message it exits with."""
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(SystemExit) as exited:
+        patch.setattr(sys, "argv", ["igel-run", *args])
+        main()
+    return exited.value.code
+
+
+def test_invalid_invocations_fail_in_one_line_before_any_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "folder").mkdir()
+    for overrides, line in INVALID:
+        assert exit_line(*HERE, *overrides).startswith(f"igel-run: error: {line}"), overrides
+    assert not (tmp_path / "mlflow.db").exists()  # no run, not even a store
+
+
+def test_a_bad_job_stops_a_sweep_before_its_store_and_its_first_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert exit_line("-m", *HERE, "seed=0,1", "trainer.epochs=1,0") == (
+        "igel-run: error: the job seed=0 trainer.epochs=0: trainer.epochs=0: expected an integer ≥ 1"
+    )
+    assert exit_line("-m", *HERE, "seed=0,1", "trainer.lr=0.1,abc") == (
+        "igel-run: error: config.yaml with seed=0 trainer.lr=abc: trainer.lr=abc: expected a number"
+    )
+    experiments = ["--config-dir", str(REPO / "experiments"), "--config-name", "miserables_correlations"]
+    assert exit_line("-m", *experiments, *HERE, "trainer.walk_length=0").startswith(
+        "igel-run: error: the job encoder.distance=1 seed=0 trainer.walk_length=0: trainer.walk_length=0: expected"
+    )
+    assert exit_line("-m", *HERE, "trainer.lr=abc") == "igel-run: error: trainer.lr=abc: expected a number"
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_bad_value_is_one_line_on_the_command_line(tmp_path):
+    result = igel_run("trainer.lr=abc", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (1, "igel-run: error: trainer.lr=abc: expected a number\n")
 
 
 def test_default_run_end_to_end(tmp_path):
@@ -149,6 +212,56 @@ def test_interrupts_end_the_runs_in_progress_failed(tmp_path, mode, stop):
     assert list(tracked.status) == ["FAILED"] * (jobs + ("-m" in mode)), output[-5000:]
     jobs_errors = tracked["tags.error"].dropna()
     assert len(jobs_errors) == jobs and all(jobs_errors.str.startswith("KeyboardInterrupt"))
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_leaves_no_worker_and_its_runs_end_failed(store_uri, tmp_path):
+    """kill -9 of a joblib sweep: its workers notice, end their jobs' runs FAILED and exit; the parent run, which
+    nothing could end, is closed FAILED by the next igel-run on the store."""
+    process, lines = start_training([*JOBLIB_SWEEP, "trainer.epochs=100000"], tmp_path, jobs=2)
+    try:
+        process.kill()
+        process.wait()
+        assert wait_for_no_process(process.pid) == [], "".join(lines)[-5000:]
+    finally:
+        for pid in live_processes(process.pid):
+            os.kill(pid, signal.SIGKILL)
+    assert sorted(runs(tmp_path).status) == ["FAILED", "FAILED", "RUNNING"]
+    use_store(f"sqlite:///{tmp_path / 'mlflow.db'}")  # what the next igel-run, igel-reproduce or igel-report does
+    tracked = runs(tmp_path).set_index("run_id")
+    assert list(tracked.status) == ["FAILED"] * 3
+    parent = tracked.loc[tracked["tags.igel.sweep"].iloc[0]]
+    assert (
+        parent["tags.error"]
+        == f"its process (pid {process.pid}) died without ending it (kill -9, out of memory, a crash)"
+    )
+    jobs = tracked.drop(parent.name)
+    assert list(jobs["tags.error"]) == [f"KeyboardInterrupt: signal 15 (its parent process {process.pid} is gone)"] * 2
+
+
+@pytest.mark.slow
+def test_two_sweeps_write_one_store_at_once(tmp_path):
+    """Both create the store in a fresh folder (one waits for the other's migrations: the lock of use_store), then
+    their parent runs and jobs interleave in it; each job is nested under its own sweep."""
+    small = [
+        "experiment=scalability",
+        "dataset.num_nodes=100",
+        "task.isolate=false",
+        "trainer.epochs=1",
+        "progress=false",
+    ]
+    command = [sys.executable, "-c", "from igel_exp.cli import main; main()", "-m", "seed=0,1", *small]
+    env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
+    sweeps = [
+        subprocess.Popen([*command, f"trainer.dim={dim}"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+        for dim in (4, 6)
+    ]
+    errors = [sweep.communicate(timeout=600)[1] for sweep in sweeps]
+    assert [sweep.returncode for sweep in sweeps] == [0, 0], "\n".join(errors)[-5000:]
+    tracked = runs(tmp_path)
+    assert list(tracked.status) == ["FINISHED"] * 6
+    jobs = tracked[tracked.run_id != tracked["tags.igel.sweep"]]
+    assert sorted(jobs.groupby("tags.igel.sweep")["params.trainer.dim"].apply(sorted)) == [["4", "4"], ["6", "6"]]
 
 
 def test_own_edge_list_and_its_errors(tmp_path):

@@ -1,6 +1,9 @@
 import gzip
 import hashlib
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -48,15 +51,27 @@ def test_self_loops_and_duplicates_are_dropped_and_reported(tmp_path, caplog):
         ("1 2\n2 x\n", "int", r"g.txt:2: node id 'x' is not an integer"),
         ("# header\n1 2\n3\n", "int", r"g.txt:3: expected two node ids, found one column"),
         ("a b\nc\n", "token", r"g.txt:2: expected two node ids"),
-        ("", "int", r"g.txt: no edges"),
+        ("", "int", r"g.txt: the edge list file is empty"),
         ("# only comments\n\n", "token", r"g.txt: no edges"),
+        ("1 2\n2 12345678901234567890\n", "int", r"g.txt:2: node id 12345678901234567890 does not fit in 64 bits"),
+        ("1 -9223372036854775809\n", "int", r"g.txt:1: node id -9223372036854775809 does not fit in 64 bits"),
+        ("1 2\n\x00\x9f\x92\x01 7\n", "token", r"g.txt: binary data \(NUL bytes\), not a text edge list"),
+        ("1 2\n\x9f\x92 7\n", "int", r"g.txt:2: node id '\ufffd\ufffd' is not an integer"),
     ],
 )
 def test_malformed_files_name_the_file_and_line(tmp_path, text, node_ids, message):
-    path = write(tmp_path / "g.txt", text)
+    path = tmp_path / "g.txt"
+    path.write_bytes(text.encode("latin-1"))
     with pytest.raises(DataError, match=message) as error:
         read_edgelist(path, node_ids=node_ids)
     assert "\n" not in str(error.value)
+
+
+def test_ids_at_the_int64_bounds_are_read(tmp_path):
+    graph, _ = read_edgelist(write(tmp_path / "g.txt", "9223372036854775807 -9223372036854775808\n1 x\n"), "token")
+    assert graph.vs["name"] == ["9223372036854775807", "-9223372036854775808", "1", "x"]
+    graph, _ = read_edgelist(write(tmp_path / "g.txt", "9223372036854775807 -9223372036854775808\n"))
+    assert graph.vs["name"] == ["9223372036854775807", "-9223372036854775808"]
 
 
 def test_missing_file_and_bad_option(tmp_path):
@@ -64,6 +79,15 @@ def test_missing_file_and_bad_option(tmp_path):
         read_edgelist(tmp_path / "nope.txt")
     with pytest.raises(DataError, match="dataset.node_ids"):
         read_edgelist(write(tmp_path / "g.txt", "1 2\n"), node_ids="names")
+
+
+def test_a_folder_or_a_fifo_is_refused_without_being_opened(tmp_path):
+    with pytest.raises(DataError, match=f"^{tmp_path}: is a directory; give the edge list file$"):
+        read_edgelist(tmp_path)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # opening it to read would wait for a writer for ever
+    with pytest.raises(DataError, match="pipe: not a regular file \\(a FIFO, socket or device\\)"):
+        read_edgelist(fifo)
 
 
 def test_ragged_rows_are_parsed_on_the_slow_path(tmp_path):
@@ -173,3 +197,21 @@ def test_real_graphs_from_the_shared_layout(data_root, name, nodes, edges):
     graph = load_dataset({"name": name}, DataContext(data_root, download=False, seed=0)).graph
     assert (graph.vcount(), graph.ecount()) == (nodes, edges)
     assert graph.is_simple() and not graph.is_directed()
+
+
+def test_an_unreadable_file_is_one_line_before_any_run(tmp_path, obeys_permissions):
+    path = write(tmp_path / "g.txt", "1 2\n")
+    path.chmod(0)
+    script = (
+        "import sys; from pathlib import Path; from igel_exp.data import DataContext, check_dataset, read_edgelist\n"
+        "from igel_exp.errors import DataError\n"
+        "for read in (lambda: check_dataset({'name': 'edgelist', 'path': sys.argv[1]}, DataContext(Path(), False, 0)),"
+        " lambda: read_edgelist(sys.argv[1])):\n"
+        "    try:\n        read()\n    except DataError as error:\n        print(error)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, preexec_fn=obeys_permissions
+    )
+    assert result.stdout.splitlines() == [f"{path}: permission denied: this user cannot read the edge list file"] * 2, (
+        result.stderr
+    )

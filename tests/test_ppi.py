@@ -17,6 +17,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
 from test_cli import igel_run, runs
@@ -504,7 +505,9 @@ def test_datasets_without_splits_are_refused(compose_config, shared_store, tmp_p
     with pytest.raises(ConfigError, match="task.use_igel and task.use_features are both false"):
         pipelines.run(compose_config("experiment=ppi", "task.use_igel=false", "task.use_features=false"))
     with pytest.raises(ConfigError, match="task=node_classification needs trainer=supervised"):
-        pipelines.run(compose_config("experiment=ppi", "trainer=skipgram"))
+        pipelines.run(compose_config("task=node_classification"))  # under the default (skip-gram) experiment
+    with pytest.raises(ConfigCompositionException, match="'experiment/ppi'"):  # it sets the supervised trainer's keys
+        compose_config("experiment=ppi", "trainer=skipgram")
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """igel-reproduce with real tiny clustering runs: it runs what is missing, skips what is finished, resumes."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -188,3 +189,25 @@ def test_an_unknown_launcher_is_one_line(experiments_dir, store_uri, capsys):
         error.startswith("igel-reproduce: error: hydra/launcher=nope: ")
         and "Could not find 'hydra/launcher/nope'" in error
     )
+
+
+@pytest.mark.parametrize(
+    "override, line",
+    [
+        ("trainer.lr=abc", r"tiny: tiny.yaml with encoder.distance=1 seed=0 .*: trainer.lr=abc: expected a number"),
+        (
+            "trainer.epochs=0",
+            r"tiny: tiny.yaml with encoder.distance=1 seed=0 .*: trainer.epochs=0: expected an integer ≥ 1",
+        ),
+        ("task.k_max=1", r"tiny: encoder.distance=1 seed=0: task.k_min=2 is above task.k_max=1"),
+    ],
+)
+def test_a_bad_value_stops_igel_reproduce_in_one_line_before_any_run(
+    experiments_dir, tmp_path, monkeypatch, capsys, override, line
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    experiments_dir("tiny", {"encoder.distance": "1,2", "seed": "range(2)"}, TABLE)
+    assert reproduce(experiments_dir.folder, override) == 1
+    assert re.fullmatch(f"igel-reproduce: error: {line}", capsys.readouterr().err.strip().splitlines()[-1])
+    assert not (tmp_path / "mlflow.db").exists()

@@ -19,7 +19,7 @@ from igel_exp.scalability_plot import main as plot_main
 from igel_exp.scalability_plot import scalability_report
 from igel_exp.tasks.scalability import loglog_slope, seed_means, slopes
 
-from conftest import REPO
+from conftest import REPO, live_processes, start_training, wait_for_no_process
 
 TINY = ["experiment=scalability", "dataset.num_nodes=200", "trainer.epochs=1", "trainer.walk_length=10"]
 STAGES = ["generate", "encode", "walks", "train", "total"]
@@ -155,6 +155,55 @@ def test_isolated_jobs_run_in_their_own_process_and_report_their_errors(compose_
     logged = mlflow.get_run(finished.run_id).data
     assert logged.tags["pid"] != str(os.getpid())
     assert metrics["time_total_s"] == logged.metrics["time_total_s"]
+
+
+def sigterm_to_igel_run(process):
+    process.send_signal(signal.SIGTERM)  # `kill`: igel-run alone, which passes it on
+
+
+def ctrl_c(process):
+    os.killpg(process.pid, signal.SIGINT)  # the terminal signals the whole foreground group: the job's process too
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [sigterm_to_igel_run, ctrl_c])
+def test_an_interrupted_isolated_job_ends_its_run_failed_and_leaves_no_process(store_uri, tmp_path, stop):
+    process, lines = start_training([*TINY, "trainer.epochs=100000"], tmp_path)
+    try:
+        stop(process)
+        output = "".join(lines) + process.communicate(timeout=90)[0]
+        assert process.returncode == 130, output[-5000:]
+        assert output.strip().splitlines()[-1] == "igel-run: interrupted; the run in progress ended FAILED"
+        assert wait_for_no_process(process.pid, timeout_s=0) == []
+    finally:
+        for pid in live_processes(process.pid):
+            os.kill(pid, signal.SIGKILL)
+    [run] = runs(tmp_path).itertuples()
+    assert run.status == "FAILED"
+    tags = mlflow.get_run(run.run_id).data.tags
+    assert (
+        tags["error"]
+        == f"KeyboardInterrupt: signal {signal.SIGTERM if stop is sigterm_to_igel_run else signal.SIGINT:d}"
+    )
+    assert tags["pid"] != str(process.pid)  # the job's own process ended it
+
+
+@pytest.mark.slow
+def test_an_isolated_job_stops_when_igel_run_is_killed(store_uri, tmp_path):
+    """kill -9 of igel-run: its job's process notices within a second, ends its run FAILED and exits."""
+    process, lines = start_training([*TINY, "trainer.epochs=100000"], tmp_path)
+    try:
+        process.kill()
+        process.wait()
+        assert wait_for_no_process(process.pid) == [], "".join(lines)[-5000:]
+    finally:
+        for pid in live_processes(process.pid):
+            os.kill(pid, signal.SIGKILL)
+    [run] = runs(tmp_path).itertuples()
+    error = mlflow.get_run(run.run_id).data.tags["error"]
+    assert (
+        run.status == "FAILED" and error == f"KeyboardInterrupt: signal 15 (its parent process {process.pid} is gone)"
+    )
 
 
 # --- slopes and the plot -------------------------------------------------------------------------------------

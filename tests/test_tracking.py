@@ -1,5 +1,6 @@
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -10,7 +11,19 @@ import mlflow
 import pytest
 from omegaconf import OmegaConf
 
-from igel_exp.tracking import SWEEP_TAG, flatten, running_jobs, sigterm_interrupts, tracked_run, tracking_uri
+from igel_exp.tracking import (
+    PROCESS_TAG,
+    STALE_TAG,
+    SWEEP_TAG,
+    flatten,
+    process_gone,
+    process_identity,
+    running_jobs,
+    sigterm_interrupts,
+    tracked_run,
+    tracking_uri,
+    use_store,
+)
 
 
 def test_flatten_nested_config():
@@ -50,14 +63,15 @@ def test_a_crash_inside_a_run_leaves_it_failed_with_the_error(tracking_uri):
     assert run.data.tags["error"] == "ZeroDivisionError: division by zero"
 
 
-def test_an_interrupt_inside_a_store_call_still_ends_the_run_failed(tracking_uri):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["Ctrl-C", "SIGTERM"])
+def test_an_interrupt_inside_a_store_call_still_ends_the_run_failed(store_uri, signum):
     """SIGTERM (or Ctrl-C) landing inside an MLflow call used to leave the sqlite store locked: the clean-up then
     waited 20 s for the lock and failed, and the run stayed RUNNING. The signals here come at a spread of moments
     while the run logs metrics, so that most of them land inside a store call."""
     run_ids = []
     for delay in (0.02, 0.05, 0.1, 0.15, 0.2, 0.3):
-        timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGTERM))
-        with pytest.raises(KeyboardInterrupt, match="signal 15"), sigterm_interrupts():
+        timer = threading.Timer(delay, os.kill, (os.getpid(), signum))
+        with pytest.raises(KeyboardInterrupt, match=f"signal {signum:d}"), sigterm_interrupts():
             with tracked_run(config(), "toy") as logger:
                 timer.start()
                 for step in itertools.count():
@@ -65,7 +79,7 @@ def test_an_interrupt_inside_a_store_call_still_ends_the_run_failed(tracking_uri
         run_ids.append(logger.run_id)
     runs = [mlflow.get_run(run_id) for run_id in run_ids]
     assert [run.info.status for run in runs] == ["FAILED"] * len(runs)
-    assert all(run.data.tags["error"] == "KeyboardInterrupt: signal 15" for run in runs)
+    assert all(run.data.tags["error"] == f"KeyboardInterrupt: signal {signum:d}" for run in runs)
 
 
 def test_an_interrupt_stays_an_interrupt_when_its_clean_up_fails():
@@ -109,3 +123,72 @@ def test_running_jobs_counts_the_running_runs_nested_under_the_parents(store_uri
                 client.set_terminated(job, status)
     assert running_jobs([experiment], parents[:2]) == 3  # the parents themselves (RUNNING) do not count
     assert running_jobs([experiment], parents) == 4 and running_jobs([experiment], []) == 0
+
+
+def test_a_run_left_running_by_a_killed_process_is_ended_failed_by_the_next_command(store_uri):
+    """kill -9 (or the out-of-memory killer) leaves a run RUNNING: the next igel-run, igel-reproduce or igel-report on
+    the store ends it FAILED, saying why; runs of live processes, and of other machines, are left as they are."""
+    script = (
+        "import os, signal, sys; from omegaconf import OmegaConf; from igel_exp.tracking import tracked_run\n"
+        "with tracked_run(OmegaConf.create({'name': 'toy', 'tracking': {'uri': sys.argv[1]}}), 'toy') as logger:\n"
+        "    print(logger.run_id, flush=True); os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    killed = subprocess.run([sys.executable, "-c", script, store_uri], capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    client = mlflow.MlflowClient(store_uri)
+    experiment = client.get_experiment_by_name("toy").experiment_id
+    alive = client.create_run(experiment, tags={PROCESS_TAG: process_identity()}).info.run_id
+    elsewhere = client.create_run(experiment, tags={PROCESS_TAG: "another-host 1 1"}).info.run_id
+    assert client.get_run(killed.stdout.strip()).info.status == "RUNNING"
+    use_store(store_uri)
+    run = client.get_run(killed.stdout.strip())
+    assert run.info.status == "FAILED"
+    pid = run.data.tags[PROCESS_TAG].split()[1]
+    assert run.data.tags["error"] == f"its process (pid {pid}) died without ending it (kill -9, out of memory, a crash)"
+    assert run.data.tags[STALE_TAG].endswith(process_identity())
+    assert [client.get_run(run_id).info.status for run_id in (alive, elsewhere)] == ["RUNNING", "RUNNING"]
+
+
+def test_a_process_is_told_from_a_later_one_with_its_pid():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    identity = process_identity(child.pid)
+    assert not process_gone(identity) and not process_gone(process_identity())
+    child.wait()
+    assert process_gone(identity)
+    host, pid, start = process_identity().split()
+    assert process_gone(f"{host} {pid} {int(start) - 1}")  # this pid, but not this process: it was reused
+    assert not process_gone(f"not-{host} {pid} {start}")  # another machine's: nothing to tell by
+
+
+def test_a_store_in_a_read_only_folder_fails_in_one_line_and_gets_no_run(tmp_path, obeys_permissions, _empty_store):
+    """A store used before (its lock file there, writable) and a new one, both in a read-only folder: the run does not
+    start, and StoreError says why in one line (igel-run prints it as `igel-run: error: ...`)."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    shutil.copy(_empty_store, folder / "mlflow.db")
+    used, new = f"sqlite:///{folder / 'mlflow.db'}", f"sqlite:///{folder / 'new' / 'mlflow.db'}"
+    use_store(used)
+    script = (
+        "import sys; from omegaconf import OmegaConf; from igel_exp.errors import StoreError\n"
+        "from igel_exp.tracking import tracked_run\n"
+        "for uri in sys.argv[1:]:\n"
+        "    try:\n"
+        "        with tracked_run(OmegaConf.create({'name': 'toy', 'tracking': {'uri': uri}}), 'toy'):\n"
+        "            print('a run started')\n"
+        "    except StoreError as error:\n"
+        "        print(error)\n"
+    )
+    folder.chmod(0o555)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", script, used, new], capture_output=True, text=True, preexec_fn=obeys_permissions
+        )
+    finally:
+        folder.chmod(0o755)
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2, result.stdout + result.stderr
+    assert lines[0].startswith(f"cannot write the MLflow store {used} (Permission denied: {folder}")
+    assert lines[1].startswith(f"cannot write the MLflow store {new} (Permission denied: {folder / 'new'}")
+    assert lines[0].endswith("): point tracking.uri or $MLFLOW_TRACKING_URI at a writable place")
+    client = mlflow.MlflowClient(used)
+    assert client.search_runs([experiment.experiment_id for experiment in client.search_experiments()]) == []

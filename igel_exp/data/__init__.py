@@ -1,13 +1,14 @@
 """Datasets: the registry of named graphs, edge-list reading, the data root and checksummed downloads."""
 
 from igel_exp.data.edgelist import GraphReport, read_edgelist, simple_graph
-from igel_exp.data.registry import DATASETS, DataContext, Dataset, igraph_seed, load_dataset
+from igel_exp.data.registry import DATASETS, DataContext, Dataset, check_dataset, igraph_seed, load_dataset
 from igel_exp.data.sources import RemoteFile, fetch, resolve_data_root
 
 __all__ = [
     "DATASETS",
     "DataContext",
     "Dataset",
+    "check_dataset",
     "GraphReport",
     "RemoteFile",
     "fetch",

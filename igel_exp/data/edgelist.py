@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,15 +73,40 @@ def read_edgelist(path: str | Path, node_ids: str = "int") -> tuple[ig.Graph, Gr
     order of first appearance and keep their id as the "name" attribute. Columns after the second (weights)
     are ignored. Malformed files raise DataError naming the file and line.
     """
-    path = Path(path)
+    path = readable_file(Path(path), "edge list")
     if node_ids not in NODE_ID_KINDS:
         raise DataError(f"dataset.node_ids={node_ids!r} is not one of {', '.join(NODE_ID_KINDS)}")
-    if not path.is_file():
-        raise DataError(f"{path}: edge list file not found")
-    columns = read_pairs(path, node_ids)
+    try:
+        _refuse_binary(path)
+        columns = read_pairs(path, node_ids)
+    except OSError as error:  # unreadable, or gone since it was checked
+        raise DataError(f"{path}: cannot read it ({error.strerror or error})") from None
     ends, names = pd.factorize(pd.Series(np.column_stack(columns).ravel()), sort=False)
     graph, report = simple_graph(ends[0::2], ends[1::2], names.tolist(), str(path))
     return graph, report
+
+
+def readable_file(path: Path, what: str) -> Path:
+    """`path`, when it is a regular file this process may read; otherwise DataError naming it and saying why (a FIFO
+    is refused here because opening one waits for a writer)."""
+    if not path.exists():
+        raise DataError(f"{path}: {what} file not found")
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory; give the {what} file")
+    if not path.is_file():
+        raise DataError(f"{path}: not a regular file (a FIFO, socket or device); give the {what} file")
+    if not os.access(path, os.R_OK):
+        raise DataError(f"{path}: permission denied: this user cannot read the {what} file")
+    if path.stat().st_size == 0:
+        raise DataError(f"{path}: the {what} file is empty")
+    return path
+
+
+def _refuse_binary(path: Path) -> None:
+    """A file with NUL bytes in its first block is not a text edge list (with node_ids=token it would parse)."""
+    with open_binary(path) as handle:
+        if b"\0" in handle.read(1 << 16):
+            raise DataError(f"{path}: binary data (NUL bytes), not a text edge list")
 
 
 def read_pairs(path: Path, node_ids: str = "int") -> tuple[np.ndarray, np.ndarray]:
@@ -132,10 +158,18 @@ def _parse_line_by_line(path: Path, node_ids: str) -> tuple[np.ndarray, np.ndarr
     return column[0::2], column[1::2]
 
 
+INT64 = np.iinfo(np.int64)
+
+
 def _as_int(token: str, path: Path, number: int) -> int:
     try:
-        return int(token)
+        value = int(token)
     except ValueError:
         raise DataError(
             f"{path}:{number}: node id {token!r} is not an integer (set dataset.node_ids=token for arbitrary ids)"
         ) from None
+    if not INT64.min <= value <= INT64.max:
+        raise DataError(
+            f"{path}:{number}: node id {token} does not fit in 64 bits (set dataset.node_ids=token to read ids as text)"
+        )
+    return value

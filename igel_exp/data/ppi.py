@@ -126,21 +126,33 @@ def _ppi(config: Mapping[str, Any], context: DataContext) -> NodeDataset:
     return _read_node_dataset("ppi", files, layout, with_features, with_labels)
 
 
-@register("graphsage")
-def _graphsage(config: Mapping[str, Any], context: DataContext) -> NodeDataset:
-    """Your own dataset in GraphSAGE's format: `dataset.path=DIR dataset.prefix=NAME` (DIR/NAME-G.json, ...)."""
+def _graphsage_files(config: Mapping[str, Any], context: DataContext | None = None) -> _Files:
+    """The files of `dataset.path` and `dataset.prefix`, when those that the flags ask for are all there."""
     if not config.get("path"):
         raise ConfigError("dataset.path is required for dataset=graphsage (the folder holding PREFIX-G.json)")
     prefix = config.get("prefix")
     if not prefix:
         raise ConfigError("dataset.prefix is required for dataset=graphsage (files are named PREFIX-G.json, ...)")
     files = _Files(Path(config["path"]).expanduser(), str(prefix))
-    with_features, with_labels = _flag(config, "features"), _flag(config, "labels")
-    needed = ["G.json", "id_map.json"] + ["feats.npy"] * with_features + ["class_map.json"] * with_labels
+    if not files.folder.is_dir():
+        raise DataError(f"{files.folder}: no such folder (dataset.path)")
+    needed = (
+        ["G.json", "id_map.json"]
+        + ["feats.npy"] * _flag(config, "features")
+        + ["class_map.json"] * _flag(config, "labels")
+    )
     missing = [files.path(suffix).name for suffix in needed if not files.exists(suffix)]
     if missing:
         raise DataError(f"{files.folder}: missing {', '.join(missing)} (GraphSAGE format, prefix {prefix!r})")
-    return _read_node_dataset(str(prefix), files, "graphsage", with_features, with_labels)
+    return files
+
+
+@register("graphsage", check=_graphsage_files)
+def _graphsage(config: Mapping[str, Any], context: DataContext) -> NodeDataset:
+    """Your own dataset in GraphSAGE's format: `dataset.path=DIR dataset.prefix=NAME` (DIR/NAME-G.json, ...)."""
+    files = _graphsage_files(config)
+    with_features, with_labels = _flag(config, "features"), _flag(config, "labels")
+    return _read_node_dataset(files.prefix, files, "graphsage", with_features, with_labels)
 
 
 def _ensure_ppi_files(files: _Files, needed: list[str], download: bool) -> None:

@@ -14,7 +14,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from igel_exp.data.edgelist import GraphReport, read_edgelist, simple_graph
+from igel_exp.data.edgelist import GraphReport, read_edgelist, readable_file, simple_graph
 from igel_exp.data.sources import RemoteFile, fetch
 from igel_exp.errors import ConfigError, DataError
 
@@ -35,7 +35,9 @@ class DataContext:
 
 
 Loader = Callable[[Mapping[str, Any], DataContext], Dataset]
+Check = Callable[[Mapping[str, Any], DataContext], None]
 DATASETS: dict[str, Loader] = {}
+CHECKS: dict[str, Check] = {}  # what a dataset can check before a run starts (the user's own files, sizes)
 
 FILES = {
     "facebook": RemoteFile(
@@ -60,12 +62,26 @@ FILES = {
 ASTROPH_SELF_LOOP_ONLY_NODE = "64582"
 
 
-def register(name: str) -> Callable[[Loader], Loader]:
+def register(name: str, check: Check | None = None) -> Callable[[Loader], Loader]:
+    """Register a loader under `name`, with the `check` it can make before a run starts (no reading of the data)."""
+
     def decorate(loader: Loader) -> Loader:
         DATASETS[name] = loader
+        if check is not None:
+            CHECKS[name] = check
         return loader
 
     return decorate
+
+
+def check_dataset(config: Mapping[str, Any], context: DataContext) -> None:
+    """Raise ConfigError or DataError, naming the key or the file, for what is wrong with the dataset section
+    before anything is read: an unknown name, a user's file that is missing or unreadable, impossible sizes."""
+    name = config.get("name")
+    if name not in DATASETS:
+        raise ConfigError(f"dataset.name={name!r} is unknown; valid datasets: {', '.join(sorted(DATASETS))}")
+    if name in CHECKS:
+        CHECKS[name](config, context)
 
 
 def load_dataset(config: Mapping[str, Any], context: DataContext) -> Dataset:
@@ -116,13 +132,18 @@ def _miserables_cloned(config: Mapping[str, Any], context: DataContext) -> Datas
     return Dataset("miserables_cloned", cloned, report)
 
 
-@register("edgelist")
-def _edgelist(config: Mapping[str, Any], context: DataContext) -> Dataset:
+def _edgelist_path(config: Mapping[str, Any], context: DataContext | None = None) -> Path:
     path = config.get("path")
     if not path:
         raise ConfigError("dataset.path is required for dataset=edgelist (dataset.path=FILE)")
-    graph, report = read_edgelist(Path(path).expanduser(), config.get("node_ids", "int"))
-    return Dataset(Path(path).name, graph, report)
+    return readable_file(Path(path).expanduser(), "edge list")
+
+
+@register("edgelist", check=_edgelist_path)
+def _edgelist(config: Mapping[str, Any], context: DataContext) -> Dataset:
+    path = _edgelist_path(config)
+    graph, report = read_edgelist(path, config.get("node_ids", "int"))
+    return Dataset(path.name, graph, report)
 
 
 @register("facebook")
@@ -168,7 +189,7 @@ def erdos_renyi_size(config: Mapping[str, Any]) -> tuple[int, int]:
     return n, edges
 
 
-@register("erdos_renyi")
+@register("erdos_renyi", check=lambda config, context: erdos_renyi_size(config) and None)
 def _erdos_renyi(config: Mapping[str, Any], context: DataContext) -> Dataset:
     """G(n, m) with m = round(n · average_degree / 2), seeded by the run's seed."""
     n, edges = erdos_renyi_size(config)

@@ -1,7 +1,7 @@
 """Pipelines: each composes dataset → encoder → trainer → evaluator → tracker for one paper experiment.
 
 This is the only package that sees all the boxes; each box below it knows only its own job. A pipeline
-registers itself under its `task.name`.
+registers itself under its `task.name`, with the checks it needs beyond the schema (`check_before`).
 """
 
 from __future__ import annotations
@@ -11,11 +11,15 @@ from collections.abc import Callable
 import torch
 from omegaconf import DictConfig
 
+from igel_exp import schema
+from igel_exp.data import DataContext, check_dataset, resolve_data_root
 from igel_exp.errors import ConfigError
-from igel_exp.training import seed_everything
+from igel_exp.training import resolve_device, seed_everything
 
 Pipeline = Callable[[DictConfig], dict[str, float]]
+Check = Callable[[DictConfig], None]
 PIPELINES: dict[str, Pipeline] = {}
+CHECKS: dict[str, list[Check]] = {}
 
 
 def pipeline(name: str) -> Callable[[Pipeline], Pipeline]:
@@ -26,15 +30,60 @@ def pipeline(name: str) -> Callable[[Pipeline], Pipeline]:
     return decorate
 
 
-def run(config: DictConfig) -> dict[str, float]:
-    """Run the pipeline selected by `task.name`; returns its final metrics."""
+def check_before(*names: str) -> Callable[[Check], Check]:
+    """Register a check of the whole config that the pipelines `names` need before their run starts; it raises
+    ConfigError (or DataError) naming the keys."""
+
+    def decorate(function: Check) -> Check:
+        for name in names:
+            CHECKS.setdefault(name, []).append(function)
+        return function
+
+    return decorate
+
+
+def check(config: DictConfig) -> DictConfig:
+    """Everything that can be checked before an MLflow run starts, then the config as the pipelines read it.
+
+    The schema's ranges (igel_exp.schema), then what needs the dataset's name, a user's file or this machine: the
+    dataset is known and its given files readable, the device exists, the task's own checks. Named datasets are
+    fetched inside the run: a missing one is the run's recorded error, which igel-report shows.
+    """
+    schema.check(config)
+    config = schema.plain(config)
     name = config.task.name
     if name not in PIPELINES:
         raise ConfigError(f"task.name={name!r} is unknown; valid tasks: {', '.join(sorted(PIPELINES))}")
+    check_dataset(config.dataset, data_context(config))
+    resolve_device(config.trainer.device)
+    for function in CHECKS.get(name, []):
+        function(config)
+    return config
+
+
+def data_context(config: DictConfig) -> DataContext:
+    return DataContext(resolve_data_root(config.data.root), bool(config.data.download), int(config.seed))
+
+
+def run(config: DictConfig) -> dict[str, float]:
+    """Check the config, then run the pipeline selected by `task.name`; returns its final metrics."""
+    config = check(config)
     seed_everything(config.seed, config.trainer.get("deterministic", True))
     if config.get("threads"):
         torch.set_num_threads(int(config.threads))
-    return PIPELINES[name](config)
+    return PIPELINES[config.task.name](config)
+
+
+@check_before("clustering", "link_prediction", "scalability", "sister_cities")
+def _skipgram_trainer(config: DictConfig) -> None:
+    if config.trainer.objective != "skipgram":
+        raise ConfigError(f"task={config.task.name} trains skip-gram embeddings: it needs trainer=skipgram")
+
+
+@check_before("clustering")
+def _k_range(config: DictConfig) -> None:
+    if config.task.k_min > config.task.k_max:
+        raise ConfigError(f"task.k_min={config.task.k_min} is above task.k_max={config.task.k_max}")
 
 
 # the pipelines register themselves on import

@@ -11,11 +11,12 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
-from igel_exp.data import DataContext, Dataset, load_dataset, resolve_data_root
+from igel_exp.data import Dataset, load_dataset
 from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import ConfigError
 from igel_exp.memory import MemoryBudget, PeakMeter
 from igel_exp.models import FreeEmbedding, IGELEmbedding, embed_all
+from igel_exp.pipelines import data_context
 from igel_exp.saved_model import IGELModel
 from igel_exp.tracking import RunLogger
 from igel_exp.training import SkipGramTrainer, resolve_device
@@ -122,8 +123,7 @@ def build_encoder(config: DictConfig, progress: bool) -> IGELEncoder | None:
 
 
 def load(config: DictConfig) -> Dataset:
-    context = DataContext(resolve_data_root(config.data.root), bool(config.data.download), int(config.seed))
-    return load_dataset(config.dataset, context)
+    return load_dataset(config.dataset, data_context(config))
 
 
 def train_unsupervised(

@@ -6,6 +6,11 @@ are reused from job to job. A measurement of memory wants a process that starts 
 by the kernel must not take the sweep down with it nor leave its MLflow run RUNNING: the job runs in a
 child process, the parent waits, returns its metrics, re-raises its one-line error, or reports the kill
 and marks the child's run FAILED.
+
+Ctrl-C and SIGTERM reach the child through its parent (a terminal's Ctrl-C reaches both; `kill`, `timeout` or a
+sweep's launcher may signal the parent alone): the parent passes SIGTERM on, waits for the child to end its run
+FAILED (at most STOP_WAIT_S, then kills it and closes the run itself), then stops. A child whose parent dies (kill
+-9) stops too, rather than train on unobserved: it watches its parent.
 """
 
 from __future__ import annotations
@@ -25,12 +30,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from igel_exp import errors
 from igel_exp.errors import IgelError
-from igel_exp.tracking import store_call, tracking_uri
+from igel_exp.tracking import sigterm_interrupts, store_call, tracking_uri, watch_parent
 
 log = logging.getLogger(__name__)
 
 CHILD_ENV = "IGEL_ISOLATED"  # set in the child: the pipeline runs in place
 RUN_ID_FILE_ENV = "IGEL_RUN_ID_FILE"  # where the child notes its MLflow run id, for the parent
+PARENT_ENV = "IGEL_ISOLATED_PARENT"  # the parent's pid, which the child watches
+STOP_WAIT_S = 30  # at most, for an interrupted child to end its run FAILED
+INTERRUPTED = 130  # the child's exit status when Ctrl-C or SIGTERM stopped it (the shell's code for Ctrl-C)
 _CHILD_COMMAND = "import sys; from igel_exp.pipelines.isolation import child_main; sys.exit(child_main(sys.argv[1]))"
 
 
@@ -54,31 +62,55 @@ def run_isolated(config: DictConfig, hint: str = "") -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="igel-job-") as folder:
         folder = Path(folder)
         (folder / "config.yaml").write_text(OmegaConf.to_yaml(config, resolve=True))
-        env = {**os.environ, CHILD_ENV: "1", RUN_ID_FILE_ENV: str(folder / "run_id")}
+        env = {**os.environ, CHILD_ENV: "1", RUN_ID_FILE_ENV: str(folder / "run_id"), PARENT_ENV: str(os.getpid())}
         command = [sys.executable, "-c", _CHILD_COMMAND, str(folder)]
-        code = subprocess.run(command, env=env).returncode
+        process = subprocess.Popen(command, env=env)
+        try:
+            code = process.wait()
+        except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM: stop the child, then stop
+            _stop(process, config, folder, f"KeyboardInterrupt: {interrupt}")
+            raise
         if code == 0:
             return json.loads((folder / "metrics.json").read_text())
         if (folder / "error.json").exists():
             error = json.loads((folder / "error.json").read_text())
             kind = getattr(errors, error["type"], IgelError)
             raise (kind if isinstance(kind, type) and issubclass(kind, IgelError) else IgelError)(error["message"])
+        if code == INTERRUPTED:
+            raise IgelError("the job's process was interrupted (Ctrl-C or SIGTERM); its run ended FAILED")
         if code < 0:
             name = signal.Signals(-code).name
             reason = f"the job's process was killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else "")
         else:
             reason = f"the job's process failed with exit status {code} (its traceback is above)"
         message = f"{reason}{'; ' + hint if hint else ''}"
-        run_id = (folder / "run_id").read_text() if (folder / "run_id").exists() else None
-        if run_id:
-            _close_failed(config, run_id, message)
+        _close_failed(config, folder, message)
         raise IgelError(message)
 
 
+def _stop(process: subprocess.Popen, config: DictConfig, folder: Path, reason: str) -> None:
+    """Have the child end its run FAILED and exit (SIGTERM; a Ctrl-C may have reached it already), killing it after
+    STOP_WAIT_S; then close its run here if it could not."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        if process.wait(timeout=STOP_WAIT_S) == INTERRUPTED:
+            return  # it ended its run FAILED itself
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        reason = f"{reason}; the job's process did not stop within {STOP_WAIT_S} s and was killed"
+    _close_failed(config, folder, reason)
+
+
 @store_call()
-def _close_failed(config: DictConfig, run_id: str, message: str) -> None:
-    """Mark a run that its process could not close FAILED, with the reason as its `error` tag."""
+def _close_failed(config: DictConfig, folder: Path, message: str) -> None:
+    """Mark the child's run FAILED, with the reason as its `error` tag, if it has one that is still RUNNING."""
+    run_id = (folder / "run_id").read_text() if (folder / "run_id").exists() else None
+    if not run_id:
+        return
     client = mlflow.MlflowClient(tracking_uri(config.get("tracking", {}).get("uri")))
+    if client.get_run(run_id).info.status != RunStatus.to_string(RunStatus.RUNNING):
+        return
     client.set_tag(run_id, "error", message[:5000])
     client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
 
@@ -92,9 +124,12 @@ def child_main(folder: str) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
     config = OmegaConf.load(folder / "config.yaml")
     try:
-        metrics = pipelines.run(config)
+        with sigterm_interrupts(), watch_parent(int(os.environ[PARENT_ENV])):
+            metrics = pipelines.run(config)
     except IgelError as error:
         (folder / "error.json").write_text(json.dumps({"type": type(error).__name__, "message": str(error)}))
         return 1
+    except KeyboardInterrupt:  # its run is FAILED, with the signal as its error; the parent says so
+        return INTERRUPTED
     (folder / "metrics.json").write_text(json.dumps({key: float(value) for key, value in metrics.items()}))
     return 0

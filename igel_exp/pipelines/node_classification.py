@@ -22,7 +22,7 @@ from igel_exp.data.ppi import SPLITS, NodeDataset
 from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import ConfigError, DataError
 from igel_exp.models import IGELEmbedding, NodeClassifier, predict_labels, restrict_to_seen
-from igel_exp.pipelines import pipeline
+from igel_exp.pipelines import check_before, pipeline
 from igel_exp.pipelines.common import Stages, build_encoder, load, skipgram_trainer
 from igel_exp.saved_model import IGELModel
 from igel_exp.tasks.node_classification import micro_f1, multilabel_scores
@@ -32,23 +32,15 @@ from igel_exp.walks import CSRGraph, epoch_walks
 
 log = logging.getLogger(__name__)
 
+NODE_DATASETS = ("ppi", "graphsage")  # the datasets with node splits and labels (igel_exp.data.ppi)
+
 
 @pipeline("node_classification")
 def node_classification(config: DictConfig) -> dict[str, float]:
     """Train [IGEL ‖ features] → MLP on the training graphs, early-stop on validation, score the test graphs."""
     task, settings = config.task, config.trainer
     use_igel, use_features = bool(task.use_igel), bool(task.use_features)
-    if not (use_igel or use_features):
-        raise ConfigError("task.use_igel and task.use_features are both false: the classifier would have no input")
-    if settings.get("objective") != "supervised":
-        raise ConfigError(
-            f"task=node_classification needs trainer=supervised (trainer.objective={settings.get('objective')})"
-        )
     encoder = build_encoder(config.encoder, config.progress) if use_igel else None
-    if use_igel and encoder is None:
-        raise ConfigError(
-            f"encoder={config.encoder.name} embeds only the nodes it was trained on; task.use_igel needs encoder=igel"
-        )
     device = resolve_device(settings.device)
     stages = Stages()
     with tracked_run(config, config.name) as logger:
@@ -131,6 +123,27 @@ def node_classification(config: DictConfig) -> dict[str, float]:
         result.epochs,
     )
     return metrics
+
+
+@check_before("node_classification")
+def _inputs(config: DictConfig) -> None:
+    """The classifier has an input, the supervised trainer, an inductive encoder and a dataset with node splits."""
+    task = config.task
+    if not (task.use_igel or task.use_features):
+        raise ConfigError("task.use_igel and task.use_features are both false: the classifier would have no input")
+    if config.trainer.objective != "supervised":
+        raise ConfigError(
+            f"task=node_classification needs trainer=supervised (trainer.objective={config.trainer.objective})"
+        )
+    if task.use_igel and config.encoder.name != "igel":
+        raise ConfigError(
+            f"encoder={config.encoder.name} embeds only the nodes it was trained on; task.use_igel needs encoder=igel"
+        )
+    if config.dataset.name not in NODE_DATASETS:
+        raise ConfigError(
+            f"dataset={config.dataset.name} has no train/valid/test node splits and labels;"
+            " node classification needs dataset=ppi or dataset=graphsage"
+        )
 
 
 def _checked(dataset: Dataset, use_features: bool) -> NodeDataset:

@@ -36,7 +36,7 @@ PACKAGE = Path(__file__).resolve().parents[1]
 
 def embedding_key(config: DictConfig) -> str:
     """sha256 of the training sections of the resolved config and of the package's source code."""
-    resolved = OmegaConf.to_container(config, resolve=True)
+    resolved = OmegaConf.to_container(config, resolve=True, enum_to_str=True)
     sections = {name: resolved.get(name) for name in TRAINING_SECTIONS}
     digest = hashlib.sha256(json.dumps(sections, sort_keys=True, default=str).encode())
     digest.update(source_fingerprint(PACKAGE).encode())

@@ -12,7 +12,7 @@ from igel_exp import plots
 from igel_exp.data import Dataset
 from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import ConfigError
-from igel_exp.pipelines import pipeline, reuse
+from igel_exp.pipelines import check_before, pipeline, reuse
 from igel_exp.pipelines.common import Stages, build_encoder, load, train_unsupervised
 from igel_exp.tasks.capitals import capital_cluster, capital_scores, rankings
 from igel_exp.tasks.clustering import centrality_correlations, kmeans_by_modularity, neighbour_similarity
@@ -23,6 +23,15 @@ log = logging.getLogger(__name__)
 NODE_COLUMNS = ("label", "country", "lat", "lng", "capital")
 
 
+@check_before("sister_cities")
+def _node_table_needed(config: DictConfig) -> None:
+    if config.dataset.name != "sister_cities":
+        raise ConfigError(
+            f"dataset={config.dataset.name} has no node table: task=sister_cities needs capital flags and coordinates"
+            " (dataset=sister_cities)"
+        )
+
+
 @pipeline("sister_cities")
 def sister_cities(config: DictConfig) -> dict[str, float]:
     """One (α, k, seed) of Table SisterCitiesF1Scores, and the α row of Table SisterCitiesCorrelations: train
@@ -30,8 +39,6 @@ def sister_cities(config: DictConfig) -> dict[str, float]:
     top-|C| cities by degree and PageRank, and correlate node-to-neighbours similarity with centralities."""
     encoder = build_encoder(config.encoder, config.progress)
     k = config.task.k
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ConfigError(f"task.k must be a positive integer, got {k!r}")
     alpha = f"α={config.encoder.distance}" if encoder is not None else config.encoder.name
     stages = Stages()
     with tracked_run(config, config.name, run_name=f"{alpha} k={k} seed={config.seed}") as logger:

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 SOURCE_EXPERIMENT = "link_prediction"  # the conf/experiment/ file whose runs give the models
 OWN_RUN_TAG = "igel.own_run"  # B's link-prediction run, whose AUC is own_auc
-TRANSFER_KEYS = ("source", "source_overrides")  # the task keys that link prediction does not have
+TRANSFER_KEYS = {"source": None, "source_overrides": []}  # the task keys of transfer, as link prediction has them
 
 
 @pipelines.pipeline("transfer_link_prediction")
@@ -125,13 +125,14 @@ _ABSENT = object()
 
 
 def own_config(config: DictConfig, source_config: DictConfig) -> DictConfig:
-    """B's link-prediction run: this run's config without the transfer keys, named as A's run is."""
+    """B's link-prediction run: this run's config with link prediction's values of the transfer keys, named as A's
+    run is."""
     own = copy.deepcopy(config)
     with open_dict(own):
         own.name = source_config.name
         own.task.name = source_config.task.name
-        for key in TRANSFER_KEYS:
-            own.task.pop(key, None)
+        for key, value in TRANSFER_KEYS.items():
+            own.task[key] = value
     return own
 
 

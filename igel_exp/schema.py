@@ -1,0 +1,490 @@
+"""The typed schema of the config tree: one dataclass per kind of file in conf/<group>/, in Hydra's ConfigStore.
+
+Each YAML file of a group names its schema first in its defaults list (`- /schema/encoder/igel@_here_`), so that
+Hydra merges the file's values, then an experiment's and the command line's, onto a typed node: a value of the
+wrong type (`trainer.lr=abc`) or outside an enum (`encoder.transform=sqrt`) fails while the config is composed.
+The YAML files keep the values and their comments; a dataclass says only what a key may hold (its fields have no
+defaults of their own, so a value lives in one place). Ranges (`trainer.epochs` ≥ 1, `task.removed_fraction` in
+(0, 1), the pattern of `trainer.device`) are field metadata that `check` reads right after composition, before
+anything runs. `describe` turns Hydra's and OmegaConf's multi-line errors into one line naming the key.
+
+Adding a key: a field on the dataclass of its file kind, with its type and a range helper where one applies
+(`epochs: int = at_least(1)`), then its value and comment in the YAML file(s). A key that every option of a group
+takes (one that a `protocol=` file sets for any dataset, say) goes on the group's base class (`Dataset`,
+`Encoder`, `Trainer`, `Task`). A new kind of file is a new dataclass, entered in SCHEMAS and named in the file's
+defaults list. Top-level keys and new config groups are fields of `Config`.
+
+Dataset and encoder nodes are open: an experiment file sets the keys of the option it picks (experiment=scalability
+sets dataset.num_nodes for its Erdős–Rényi graph), which stay harmless when the command line picks another option
+(`experiment=scalability dataset=facebook`). `check` accepts such a key when another option of the group declares
+it, and rejects any other unknown key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from hydra.errors import HydraException, MissingConfigException
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from igel_exp.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+# Optional[...] rather than `X | None`: OmegaConf reads the annotations at runtime, on Python 3.10 too
+# ruff: noqa: UP007, UP045
+
+
+# --- the ranges, as field metadata ------------------------------------------------------------------------------
+
+
+def at_least(low: float, **metadata: Any) -> Any:
+    """A field whose value (when not null) is ≥ `low`."""
+    return field(default=MISSING, metadata={"min": low, **metadata})
+
+
+def above(low: float) -> Any:
+    """A field whose value (when not null) is > `low`."""
+    return field(default=MISSING, metadata={"above": low})
+
+
+def between(low: float, high: float, *, closed_low: bool = False) -> Any:
+    """A field in the open interval (low, high), or [low, high) with `closed_low`."""
+    return field(default=MISSING, metadata={"min" if closed_low else "above": low, "below": high})
+
+
+def matching(pattern: str, meaning: str) -> Any:
+    """A string field that must match `pattern` (a full match); `meaning` says what it may be, for the message."""
+    return field(default=MISSING, metadata={"pattern": pattern, "meaning": meaning})
+
+
+def number(low: float) -> Any:
+    """An int or float kept as written (typed Any: a float field would turn the YAML's 8 into 8.0, and so change the
+    identity of every run that has it), ≥ `low`."""
+    return field(default=MISSING, metadata={"number": True, "min": low})
+
+
+def value() -> Any:
+    """A field without a range; its value comes from the YAML file."""
+    return field(default=MISSING)
+
+
+# --- choices ----------------------------------------------------------------------------------------------------
+
+
+class Choice(str, Enum):
+    """A config choice that is its value wherever a string is expected: ==, f-strings, JSON (the identity hash),
+    dict keys. The members' names are their values, as Hydra reads a choice by its name."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class Transform(Choice):
+    log = "log"
+    none = "none"
+
+
+class Normalise(Choice):
+    sum = "sum"
+    max = "max"
+    l2 = "l2"
+    none = "none"
+
+
+class Noise(Choice):
+    uniform = "uniform"
+    degree = "degree"
+
+
+class Activation(Choice):
+    elu = "elu"
+    relu = "relu"
+    tanh = "tanh"
+    linear = "linear"
+
+
+class NodeIds(Choice):
+    int = "int"
+    token = "token"
+
+
+class PPILayout(Choice):
+    auto = "auto"
+    graphsage = "graphsage"
+    edgelists = "edgelists"
+
+
+class RankingGraph(Choice):
+    directed = "directed"
+    undirected = "undirected"
+
+
+DEVICE = matching(r"auto|cpu|mps|(cuda|xpu)(:\d+)?", "auto, cpu, mps, cuda, cuda:N, xpu or xpu:N")
+
+
+# --- dataset/ ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Dataset:
+    """Every dataset; alone, the named ones that need no setting (read from the data root, or built in)."""
+
+    name: str = value()
+
+
+@dataclass
+class EdgeListDataset(Dataset):
+    path: str = value()
+    node_ids: NodeIds = value()
+
+
+@dataclass
+class ErdosRenyiDataset(Dataset):
+    num_nodes: int = at_least(1)
+    average_degree: Any = number(0)
+
+
+@dataclass
+class PPIDataset(Dataset):
+    layout: PPILayout = value()
+    features: bool = value()
+    labels: bool = value()
+
+
+@dataclass
+class GraphSageDataset(Dataset):
+    path: str = value()
+    prefix: str = value()
+    features: bool = value()
+    labels: bool = value()
+
+
+# --- encoder/ ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Encoder:
+    """Every encoder; alone, DeepWalk (a free vector per node)."""
+
+    name: str = value()
+
+
+@dataclass
+class IGELEncoder(Encoder):
+    distance: int = at_least(0)
+    transform: Transform = value()
+    normalise: Normalise = value()
+    relative_degrees: bool = value()
+    chunk_size: int = at_least(1)
+
+
+@dataclass
+class Node2VecEncoder(Encoder):
+    return_p: float = above(0)
+    inout_q: float = above(0)
+
+
+# --- trainer/ ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Trainer:
+    objective: str = value()
+    device: str = DEVICE
+    deterministic: bool = value()
+    dim: int = at_least(1)
+    epochs: int = at_least(1)
+    batch_size: int = at_least(1)
+    lr: float = above(0)
+
+
+@dataclass
+class SkipGram:
+    """The walk and negative-sampling settings: of trainer=skipgram, and of the supervised trainer's pre-training."""
+
+    walks_per_node: int = at_least(1)
+    walk_length: int = at_least(1)
+    window: int = at_least(1)
+    negatives: int = at_least(1)
+    noise: Noise = value()
+    logit_affine: bool = value()
+
+
+@dataclass
+class SkipGramTrainer(SkipGram, Trainer):
+    batch_scale: int = at_least(1)
+    cuda_graphs: bool = value()
+
+
+@dataclass
+class Pretrain(SkipGram):
+    epochs: int = at_least(0)  # 0: no pre-training
+    freeze: bool = value()
+    batch_size: int = at_least(1)
+    lr: float = above(0)
+
+
+@dataclass
+class SupervisedTrainer(Trainer):
+    hidden: int = at_least(1)
+    depth: int = at_least(1)
+    activation: Activation = value()
+    dropout: float = between(0, 1, closed_low=True)
+    weight_decay: float = at_least(0)
+    patience: int = at_least(1)
+    pretrain: Pretrain = field(default_factory=Pretrain)
+
+
+# --- task/ ------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Task:
+    name: str = value()
+
+
+@dataclass
+class ClusteringTask(Task):
+    k_min: int = at_least(1)
+    k_max: int = at_least(1)
+    kmeans_n_init: int = at_least(1)
+    objective: str = value()
+
+
+@dataclass
+class LinkPredictionTask(Task):
+    removed_fraction: float = between(0, 1)
+    validation_fraction: float = between(0, 1)
+    split_cache: Optional[str] = value()
+    objective: str = value()
+    source: Optional[str] = value()  # experiment=transfer_link_prediction: the dataset whose model embeds this one
+    source_overrides: list[str] = field(default_factory=list)
+
+
+@dataclass
+class NodeClassificationTask(Task):
+    use_igel: bool = value()
+    use_features: bool = value()
+    standardise_features: bool = value()
+    objective: str = value()
+
+
+@dataclass
+class ScalabilityTask(Task):
+    memory_budget_gib: Optional[float] = above(0)
+    memory_samples: int = at_least(1)
+    objective: str = value()
+    isolate: bool = value()
+
+
+@dataclass
+class SisterCitiesTask(Task):
+    k: int = at_least(1)
+    kmeans_n_init: int = at_least(1)
+    ranking_graph: RankingGraph = value()
+    reuse_embeddings: bool = value()
+
+
+# --- tracking/, data and the top level --------------------------------------------------------------------------
+
+
+@dataclass
+class Tracking:
+    uri: Optional[str] = value()
+    parent_run_id: Optional[str] = value()
+
+
+@dataclass
+class Data:
+    root: Optional[str] = value()
+    download: bool = value()
+
+
+@dataclass
+class Config:
+    """The top level (conf/config.yaml): run settings, then one field per config group."""
+
+    name: str = value()
+    seed: int = at_least(0)
+    progress: bool = value()
+    threads: Optional[int] = at_least(1)
+    data: Data = field(default_factory=Data)
+    dataset: Any = value()
+    encoder: Any = value()
+    trainer: Any = value()
+    task: Any = value()
+    tracking: Any = value()
+    # an experiments/ file's reference data for the report (igel_exp.plan); null elsewhere, and never a run param
+    reproduce: Optional[Any] = None
+
+
+# group -> kind of file -> schema; each is stored as schema/<group>/<kind>, which the group's files name
+SCHEMAS: dict[str, dict[str, type]] = {
+    "dataset": {
+        "named": Dataset,
+        "edgelist": EdgeListDataset,
+        "erdos_renyi": ErdosRenyiDataset,
+        "ppi": PPIDataset,
+        "graphsage": GraphSageDataset,
+    },
+    "encoder": {"igel": IGELEncoder, "deepwalk": Encoder, "node2vec": Node2VecEncoder},
+    "trainer": {"skipgram": SkipGramTrainer, "supervised": SupervisedTrainer},
+    "task": {
+        "clustering": ClusteringTask,
+        "link_prediction": LinkPredictionTask,
+        "node_classification": NodeClassificationTask,
+        "scalability": ScalabilityTask,
+        "sister_cities": SisterCitiesTask,
+    },
+    "tracking": {"mlflow": Tracking},
+}
+OPEN_GROUPS = ("dataset", "encoder")  # experiment files set keys of the option they pick: see the docstring
+ROOT = "igel_schema"  # conf/config.yaml's first default
+
+
+def register() -> None:
+    """Store the schemas in Hydra's ConfigStore (idempotent); igel_exp.conf does it when imported, so that every
+    composition of the packaged configs (igel-run, igel-reproduce, Hydra's compose API) has them."""
+    store = ConfigStore.instance()
+    store.store(name=ROOT, node=Config)
+    for group, kinds in SCHEMAS.items():
+        for kind, schema in kinds.items():
+            flags = {"struct": False} if group in OPEN_GROUPS else None
+            store.store(group=f"schema/{group}", name=kind, node=OmegaConf.structured(schema, flags=flags))
+
+
+# --- checks after composition -----------------------------------------------------------------------------------
+
+
+def check(config: DictConfig) -> None:
+    """Raise ConfigError naming the first key that has no value, is out of its range, or is no setting at all.
+
+    Types and choices were checked while composing; nodes without a schema (a config read back from YAML) are not
+    checked. A key of a sibling option in an open group is let through, with a log line.
+    """
+    for problem in _problems(config, ""):
+        raise ConfigError(problem)
+
+
+def _problems(node: DictConfig, prefix: str) -> Iterator[str]:
+    schema = OmegaConf.get_type(node)
+    if not dataclasses.is_dataclass(schema):
+        return
+    fields = {item.name: item for item in dataclasses.fields(schema)}
+    for key in node.keys():
+        name = f"{prefix}{key}"
+        if key not in fields:
+            yield from _unknown(node, name, schema)
+            continue
+        if OmegaConf.is_missing(node, key):
+            yield f"{name} has no value: set it ({name}=...)"
+            continue
+        try:
+            item = node[key]
+        except OmegaConfBaseException as error:  # an interpolation that resolves to a value of the wrong type
+            yield describe(error)
+            continue
+        if isinstance(item, DictConfig):
+            yield from _problems(item, f"{name}.")
+        elif item is not None:
+            problem = _out_of_range(item, fields[key].metadata)
+            if problem:
+                yield f"{name}={item}: expected {problem}"
+
+
+def _unknown(node: DictConfig, name: str, schema: type) -> Iterator[str]:
+    group, _, key = name.partition(".")
+    siblings = {item.name for kind in SCHEMAS.get(group, {}).values() for item in dataclasses.fields(kind)}
+    option = f"{group}={node.get('name')}" if key and "name" in node else schema.__name__
+    if "." not in key and key in siblings:
+        log.info("%s is not a setting of %s: ignored", name, option)
+        return
+    settings = ", ".join(item.name for item in dataclasses.fields(schema))
+    yield f"{name} is not a setting of {option} (its settings: {settings})"
+
+
+def _out_of_range(item: Any, metadata: Any) -> str | None:
+    """What the value should have been, or None when it is in range."""
+    if metadata.get("number") and (isinstance(item, bool) or not isinstance(item, int | float)):
+        return f"a number ≥ {metadata['min']}"
+    if "pattern" in metadata:
+        return None if re.fullmatch(metadata["pattern"], str(item)) else f"one of {metadata['meaning']}"
+    if not {"min", "above", "below"} & set(metadata):
+        return None
+    bounds = []
+    if "min" in metadata:
+        bounds.append(f"≥ {metadata['min']}")
+    if "above" in metadata:
+        bounds.append(f"> {metadata['above']}")
+    if "below" in metadata:
+        bounds.append(f"< {metadata['below']}")
+    inside = (
+        item >= metadata.get("min", item)
+        and ("above" not in metadata or item > metadata["above"])
+        and ("below" not in metadata or item < metadata["below"])
+    )
+    return None if inside else f"{'an integer' if isinstance(item, int) else 'a number'} {' and '.join(bounds)}"
+
+
+def plain(config: DictConfig) -> DictConfig:
+    """The config without its schema: choices as their strings, what the pipelines, MLflow and the hash read."""
+    return OmegaConf.create(OmegaConf.to_container(config, enum_to_str=True))
+
+
+# --- one-line errors --------------------------------------------------------------------------------------------
+
+_TYPE_NAMES = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false", "String": "a string"}
+
+
+def describe(error: BaseException) -> str:
+    """One line for a composition or validation error, naming the key and what it expects where Hydra or OmegaConf
+    say which (their own messages take four to twenty lines)."""
+    if isinstance(error, MissingConfigException) and error.options:
+        return f"{_first_line(error)}; available: {', '.join(error.options)}"
+    cause = error.__cause__ if isinstance(error.__cause__, OmegaConfBaseException) else error
+    text = f"{error}\n{cause}"
+    key = getattr(cause, "full_key", None) or _find(r"full_key: (\S+)", text)
+    if key:
+        where = _find(r"^In '([^']+)'", str(error))  # the file whose value failed, when not the command line
+        return _describe_key(key, getattr(cause, "value", None), text) + (f" (set in {where})" if where else "")
+    if isinstance(error, HydraException | OmegaConfBaseException) and cause is not error:
+        return f"{_first_line(error)}: {_first_line(cause)}"
+    return _first_line(error)
+
+
+def _describe_key(key: str, given: Any, text: str) -> str:
+    shown = f"{key}={given}" if given is not None else key
+    converted = _find(r"could not be converted to (\w+)", text)
+    if converted:
+        return f"{shown}: expected {_TYPE_NAMES.get(converted, converted)}"
+    if _find(r"(is not a valid bool)", text):
+        return f"{shown}: expected true or false"
+    choices = _find(r"expected one of \[(.*)\]", text)
+    if choices:
+        return f"{shown}: expected one of {choices}"
+    schema = _find(r"Key '[^']*' not in '([^']+)'", text)
+    if schema:
+        return f"{key} is not a setting of {schema}"
+    return f"{shown}: {_first_line(text)}"
+
+
+def _find(pattern: str, text: str) -> str | None:
+    found = re.search(pattern, text, re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def _first_line(error: BaseException | str) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
