@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import logging
 import os
 import sys
@@ -270,8 +271,12 @@ class _Parents:
     """One parent MLflow run per experiment the plan's jobs log to, created when its first job starts."""
 
     def __init__(self, plan: Plan, uri: str):
-        self.plan, self.client, self.ids = plan, mlflow.MlflowClient(tracking_uri=uri), {}
+        self.plan, self.ids = plan, {}
         self.uri, self.experiment_ids = uri, []
+
+    @functools.cached_property
+    def client(self) -> mlflow.MlflowClient:
+        return mlflow.MlflowClient(tracking_uri=self.uri)  # not before a job needs it: a client creates the store
 
     @store_call()
     def for_experiment(self, name: str) -> str:
