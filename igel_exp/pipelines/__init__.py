@@ -12,6 +12,7 @@ import torch
 from omegaconf import DictConfig
 
 from igel_exp.errors import ConfigError
+from igel_exp.protocol import check_protocol
 from igel_exp.training import seed_everything
 
 Pipeline = Callable[[DictConfig], dict[str, float]]
@@ -31,6 +32,7 @@ def run(config: DictConfig) -> dict[str, float]:
     name = config.task.name
     if name not in PIPELINES:
         raise ConfigError(f"task.name={name!r} is unknown; valid tasks: {', '.join(sorted(PIPELINES))}")
+    check_protocol(config)  # before any MLflow run: a protocol without switches here is refused
     seed_everything(config.seed, config.trainer.get("deterministic", True))
     if config.get("threads"):
         torch.set_num_threads(int(config.threads))
