@@ -47,6 +47,9 @@ def seed_everything(seed: int, deterministic: bool = True) -> None:
     torch.use_deterministic_algorithms(deterministic, warn_only=True)
 
 
+LOGIT_INITS = ("fixed", "uniform")
+
+
 class SkipGramTrainer:
     """Minimises the negative-sampling loss of random walks with Adam, a batch of whole walks at a time.
 
@@ -55,7 +58,9 @@ class SkipGramTrainer:
     pairs whose target it is. `batch_size` counts training pairs as the authors did — a positive pair and
     its z negatives count 1 + z — and is rounded to whole walks. With `logit_affine` a pair's probability is
     σ(a · e_t·e_o + b) with a learned scale a and bias b, as in the authors' model: without a bias, embeddings
-    that are averages of shared rows of W (IGEL's) cannot give dissimilar pairs a negative logit.
+    that are averages of shared rows of W (IGEL's) cannot give dissimilar pairs a negative logit. `logit_init`
+    starts them at a = 1, b = 0 (`fixed`) or, as the authors' nn.Linear(1, 1) did, uniform in [-1, 1) (`uniform`,
+    drawn from torch's seeded generator).
     """
 
     def __init__(
@@ -70,6 +75,7 @@ class SkipGramTrainer:
         noise: np.ndarray | None = None,
         logit_affine: bool = True,
         progress: bool = True,
+        logit_init: str = "fixed",
     ):
         for key, value in [
             ("epochs", epochs),
@@ -81,6 +87,8 @@ class SkipGramTrainer:
                 raise ConfigError(f"trainer.{key} must be a positive integer, got {value!r}")
         if lr <= 0:
             raise ConfigError(f"trainer.lr must be positive, got {lr!r}")
+        if logit_init not in LOGIT_INITS:
+            raise ConfigError(f"trainer.logit_init={logit_init!r} is not one of {', '.join(LOGIT_INITS)}")
         self.epochs = epochs
         self.batch_size = batch_size
         self.lr = lr
@@ -90,6 +98,7 @@ class SkipGramTrainer:
         self.seed = seed
         self.noise = None if noise is None else torch.as_tensor(np.cumsum(noise / noise.sum()), device=device)
         self.logit_affine = logit_affine
+        self.logit_init = logit_init
         self.progress = progress
 
     def walks_per_batch(self, walk_length: int) -> int:
@@ -104,7 +113,8 @@ class SkipGramTrainer:
     ) -> list[float]:
         """Train `model` in place; `epoch_walks(rng)` yields the walk matrices (walks × length) of an epoch."""
         model.to(self.device).train()
-        affine = torch.nn.Parameter(torch.tensor([1.0, 0.0], device=self.device))  # the logit's scale and bias
+        start = torch.tensor([1.0, 0.0]) if self.logit_init == "fixed" else torch.rand(2) * 2 - 1
+        affine = torch.nn.Parameter(start.to(self.device))  # the logit's scale and bias
         weights = list(model.parameters())
         optimiser = _FusedAdam([*weights, affine] if self.logit_affine else weights, self.lr)
         rng = np.random.default_rng(self.seed)
