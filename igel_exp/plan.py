@@ -31,6 +31,8 @@ from omegaconf.errors import OmegaConfBaseException
 import igel_exp
 from igel_exp.errors import ConfigError
 from igel_exp.identity import config_hash
+from igel_exp.protocol import DEFAULT as DEFAULT_PROTOCOL
+from igel_exp.protocol import check_protocol
 from igel_exp.tracking import flatten
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,9 @@ class Select:
     mode: str = "max"
 
 
+VERDICT_KEYS = ("authors", "ruled_out")
+
+
 @dataclass
 class Spec:
     """An experiments/ file's `reproduce:` block, checked."""
@@ -68,6 +73,7 @@ class Spec:
     select: Select | None
     paper: list[dict[str, Any]]
     quick: dict[str, Any] | None
+    verdict: dict[str, str] = field(default_factory=dict)  # why only the authors' path matches; what was ruled out
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,16 @@ class Plan:
 
     def row_key(self, job: Job) -> tuple:
         return tuple(job.flat.get(key) for key in self.spec.rows)
+
+    @property
+    def protocols(self) -> list[str]:
+        """The protocols the jobs run (conf/protocol), faithful first: each gets its own column of ours."""
+        found = {protocol_of(job): None for job in self.jobs}
+        return sorted(found, key=lambda protocol: protocol != DEFAULT_PROTOCOL) or [DEFAULT_PROTOCOL]
+
+
+def protocol_of(job: Job) -> str:
+    return str(job.flat.get("protocol", DEFAULT_PROTOCOL))
 
 
 def default_experiments_dir() -> Path:
@@ -161,6 +177,10 @@ def load_plan(path: Path, profile: str = "full", overrides: Sequence[str] = ()) 
         jobs, seen = [], set()
         for batch in batches:
             config = composer.job(batch)
+            try:
+                check_protocol(config)
+            except ConfigError as error:
+                raise ConfigError(f"{path.name} with {' '.join(batch)}: {error}") from None
             identity = config_hash(config)
             if identity in seen:  # two sweep values that compose the same run
                 continue
@@ -228,6 +248,9 @@ def parse_spec(block: Mapping[str, Any] | None, where: str) -> Spec:
     quick = block.get("quick")
     if quick is not None and not isinstance(quick, Mapping):
         raise ConfigError(f"{where}: reproduce.quick must be {{params: {{...}}, overrides: [...]}}")
+    verdict = block.get("verdict") or {}
+    if not isinstance(verdict, Mapping) or not set(verdict) <= set(VERDICT_KEYS):
+        raise ConfigError(f"{where}: reproduce.verdict must be {{authors: WHY, ruled_out: WHAT}}, got {verdict!r}")
     return Spec(
         str(block["table"]),
         str(block.get("caption", "")),
@@ -236,6 +259,7 @@ def parse_spec(block: Mapping[str, Any] | None, where: str) -> Spec:
         select,
         paper,
         dict(quick) if quick is not None else None,
+        {key: str(value) for key, value in verdict.items()},
     )
 
 
@@ -253,8 +277,8 @@ def check_cells(plan: Plan) -> None:
         cells: dict[tuple, set[str]] = {}
         for job in plan.jobs:
             if matches(job.flat, column.where):
-                cells.setdefault(plan.row_key(job), set()).add(job.point)
-        for row, points in cells.items():
+                cells.setdefault((plan.row_key(job), protocol_of(job)), set()).add(job.point)
+        for (row, _), points in cells.items():
             if len(points) > 1:
                 label = ", ".join(f"{key}={value}" for key, value in zip(plan.spec.rows, row, strict=True))
                 raise ConfigError(
