@@ -366,10 +366,13 @@ def explanation(table: Table) -> list[str]:
         lines.append(
             f"Quick profile ({', '.join(changes) or 'as the full sweep'}): a cut-down sweep, not the paper's protocol."
         )
-    how = "Ours: mean ± std over seeds (n runs)" + ("; Δ = ours − paper." if len(table.protocols) == 1 else ".")
+    how = "Ours: mean ± std over seeds (n runs); Δ = ours − paper."
     if len(table.protocols) > 1:
         named = ", ".join(f"ours ({_protocol_name(protocol)})" for protocol in table.protocols[1:])
-        how += f" Ours: the paper's computation; {named}: conf/specialise/protocol/."
+        how = (
+            f"Ours: mean ± std over seeds (n runs) of the paper's computation; {named}: of the authors' code path"
+            " (conf/specialise/protocol/)."
+        )
     if spec.select is not None:
         how += (
             f" Each cell is the grid point with the best mean {spec.select.metric} ({spec.select.mode}) over its seeds."
