@@ -66,25 +66,27 @@ class Shell:
         return self.closer + self.same + self.further
 
 
-def adjacency(graph: ig.Graph) -> sp.csr_matrix:
-    """Symmetric 0/1 adjacency of a simple graph as int64 CSR (|V| × |V|)."""
+def adjacency(graph: ig.Graph, multiplicity: bool = False) -> sp.csr_matrix:
+    """Symmetric adjacency as int64 CSR (|V| × |V|): 0/1, or with `multiplicity` the number of parallel edges."""
     edges = np.asarray(graph.get_edgelist(), dtype=np.int64).reshape(-1, 2)
     rows = np.concatenate([edges[:, 0], edges[:, 1]])
     cols = np.concatenate([edges[:, 1], edges[:, 0]])
     n = graph.vcount()
     matrix = sp.csr_matrix((np.ones(len(rows), dtype=np.int64), (rows, cols)), shape=(n, n))
     matrix.sum_duplicates()
-    matrix.data[:] = 1
+    if not multiplicity:
+        matrix.data[:] = 1
     return matrix
 
 
-def _rows(adj: sp.csr_matrix, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(position in `nodes`, neighbour) of every neighbour of the given nodes, row after row."""
+def _rows(adj: sp.csr_matrix, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(position in `nodes`, neighbour, adjacency entry) of every neighbour of the given nodes, row after row."""
     starts = adj.indptr[nodes]
     lengths = adj.indptr[nodes + 1] - starts
     owner = np.repeat(np.arange(len(nodes)), lengths)
     offsets = np.cumsum(lengths) - lengths
-    return owner, adj.indices[np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))]
+    positions = np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))
+    return owner, adj.indices[positions], adj.data[positions]
 
 
 def local_ball(
@@ -108,7 +110,7 @@ def local_ball(
     for _ in range(distance):
         if not len(frontier) or sum(map(len, layers)) > limit:
             break
-        _, neighbours = _rows(adj, frontier)
+        _, neighbours, _ = _rows(adj, frontier)
         fresh = neighbours[marks[neighbours] < 0]
         # one copy of each fresh node, without sorting: the last write of a repeated node wins
         order = np.arange(len(fresh), dtype=marks.dtype)
@@ -120,10 +122,10 @@ def local_ball(
         if len(nodes) > limit:
             return None
         marks[nodes] = np.arange(len(nodes))
-        owner, neighbours = _rows(adj, nodes)
+        owner, neighbours, entries = _rows(adj, nodes)
         local = marks[neighbours]
         inside = local >= 0  # edges that leave the ball lead nowhere within `distance` hops
-        return nodes, _csr(np.ones(int(inside.sum()), dtype=adj.dtype), owner[inside], local[inside], (len(nodes),) * 2)
+        return nodes, _csr(entries[inside], owner[inside], local[inside], (len(nodes),) * 2)
     finally:
         marks[nodes] = -1
 
@@ -260,10 +262,11 @@ class IGELEncoder:
     def counts(self, graph: ig.Graph) -> sp.csr_matrix:
         """Raw pair counts, CSR (|V| × n_features) int64, rows in the graph's vertex order."""
         self._check_fitted()
-        if graph.is_directed() or not graph.is_simple():
-            raise ValueError("IGEL encodes simple undirected graphs; simplify the graph first")
+        if graph.is_directed() or any(graph.is_loop()):
+            raise ValueError("IGEL encodes undirected graphs without self loops; simplify the graph first")
         _max_degree(graph)  # degrees above δmax are clamped, but the counts must fit their bit fields
-        adj = adjacency(graph)
+        # parallel edges count in the ego graphs' degrees, as in the authors' induced subgraphs (dataset.parallel_edges)
+        adj = adjacency(graph, multiplicity=True)
         n = graph.vcount()
         starts = range(0, n, self.chunk_size)
         scratch = threading.local()  # local_ball's marks, one array per thread

@@ -10,6 +10,9 @@ thread counts and devices change timings and the last bits of floating-point sum
 timing tables are measurements of whatever machine ran them, which no config key captures either).
 The package's source code is not in the hash: a code change does not invalidate earlier runs (use a fresh
 MLflow store, or delete the runs, to recompute them).
+
+A key added to the configs after runs were made is left out while it holds the value that computes what the runs
+before it computed (ADDED_DEFAULTS): those runs keep their identity, and a run that sets it otherwise gets a new one.
 """
 
 from __future__ import annotations
@@ -37,26 +40,49 @@ NOT_IDENTITY = (
     "task.isolate",  # whether a scalability run gets a fresh process: how it is executed, not what it measures
     "trainer.cuda_graphs",  # whether a GPU replays captured steps: the same kernels either way
 )
-# Settings added after runs were recorded, at the value that computes what those runs computed: left out of the
-# hash there, so that the runs recorded before the setting existed keep their identity.
-NEUTRAL = {"trainer.batch_scale": 1, "task.source": None, "task.source_overrides": []}
+# key → the value it had in effect before the key existed; at that value it is not part of the identity, so that the
+# runs recorded before the key existed keep theirs
+ADDED_DEFAULTS = {
+    "protocol": "faithful",  # conf/protocol: the paper's computation, or the authors' code path
+    "dataset.parallel_edges": False,
+    "encoder.encoded_distance": None,
+    "encoder.weight_init": "normal",
+    "task.score_neighbourhood": "open",
+    "task.cluster_members": "all",
+    "task.split": "leak_free",
+    "task.source": None,  # experiment=transfer_link_prediction's model source: link prediction has none
+    "task.source_overrides": [],
+    "trainer.logit_init": "fixed",
+    "trainer.batch_scale": 1,
+}
 HASH_LENGTH = 16  # hex digits: 64 bits, no collision in any store of realistic size
 
 
 def identity(config: DictConfig | Mapping[str, Any], without: Iterable[str] = ()) -> dict[str, Any]:
-    """The resolved config as plain data, minus NOT_IDENTITY and the dotted keys in `without`."""
+    """The resolved config as plain data, minus NOT_IDENTITY, the dotted keys in `without` and the ADDED_DEFAULTS
+    keys that hold their default."""
     if isinstance(config, DictConfig):
         plain = OmegaConf.to_container(config, resolve=True, throw_on_missing=False, enum_to_str=True)
     else:
         plain = json.loads(json.dumps(config, default=str))  # a deep copy we may prune
-    for dotted in (*NOT_IDENTITY, *without, *NEUTRAL):
-        *parents, leaf = dotted.split(".")
-        node = plain
-        for key in parents:
-            node = node.get(key) if isinstance(node, dict) else None
-        if isinstance(node, dict) and leaf in node and (dotted not in NEUTRAL or node[leaf] == NEUTRAL[dotted]):
-            node.pop(leaf)
+    for dotted in (*NOT_IDENTITY, *without):
+        _drop(plain, dotted)
+    for dotted, default in ADDED_DEFAULTS.items():
+        _drop(plain, dotted, only_if=default)
     return plain
+
+
+_ANY = object()
+
+
+def _drop(plain: dict, dotted: str, only_if: Any = _ANY) -> None:
+    """Remove the dotted key from nested dicts (when it holds `only_if`, if given)."""
+    *parents, leaf = dotted.split(".")
+    node = plain
+    for key in parents:
+        node = node.get(key) if isinstance(node, dict) else None
+    if isinstance(node, dict) and leaf in node and (only_if is _ANY or node[leaf] == only_if):
+        del node[leaf]
 
 
 def config_hash(config: DictConfig | Mapping[str, Any], without: Iterable[str] = ()) -> str:

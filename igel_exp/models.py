@@ -508,3 +508,35 @@ def predict_labels(model: nn.Module, nodes: torch.Tensor, batch_size: int = 6553
     parts = [model(nodes[start : start + batch_size]) > 0 for start in range(0, len(nodes), batch_size)]
     model.train(training)
     return torch.cat(parts)
+
+
+def distance_scaled_weight(
+    distance: int, max_degree: int, dim: int, encoded_distance: int | None = None, blocks: int = 1
+) -> torch.Tensor:
+    """The authors' initial W (nur-ag/IGEL src/structural.py, StructuralMapper.mapping_matrix), for
+    encoder.weight_init=distance_scaled: ((α+1)(δmax+1)·blocks) × d uniform in ±0.5/√d, row (c, δ) scaled by
+    e^c / ln(δ + 1) (0 for δ = 0; their loop skips row 0), then every column standardised (mean 0, sample std 1).
+
+    The matrix has `distance`'s size and scale; the rows returned are those of the layout the features were encoded
+    at (`encoded_distance`, default `distance`): with α = 1 features under a larger α, the columns' standardisation
+    over the larger matrix shrinks them (the authors' notebook reused α = 1 encodings for every α).
+    """
+    encoded = distance if encoded_distance is None else encoded_distance
+    if encoded > distance:
+        raise ConfigError(
+            f"encoder.weight_init=distance_scaled needs encoder.encoded_distance ({encoded}) ≤ encoder.distance"
+            f" ({distance})"
+        )
+    delta = max_degree + 1
+    block = (distance + 1) * delta
+    matrix = (torch.rand(blocks * block, dim) - 0.5) / math.sqrt(dim)
+    within = torch.arange(blocks * block) % block
+    degree, layer = within % delta, within // delta
+    scale = torch.exp(layer.double()) / torch.log(degree.double() + 1).clamp(min=1e-300)
+    scale = torch.where(degree > 0, scale, torch.zeros_like(scale))
+    scale[0] = 1.0
+    matrix = matrix * scale.to(matrix.dtype)[:, None]
+    matrix = (matrix - matrix.mean(dim=0)) / matrix.std(dim=0)
+    columns = torch.arange(blocks * (encoded + 1) * delta)
+    encoded_block = (encoded + 1) * delta
+    return matrix[(columns // encoded_block) * block + columns % encoded_block]

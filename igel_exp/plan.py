@@ -32,6 +32,8 @@ from omegaconf.errors import OmegaConfBaseException
 from igel_exp.errors import ConfigError
 from igel_exp.identity import config_hash
 from igel_exp.schema import check, describe
+from igel_exp.protocol import DEFAULT as DEFAULT_PROTOCOL
+from igel_exp.protocol import check_protocol
 from igel_exp.tracking import flatten
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,9 @@ class Select:
     seeds: tuple[int, ...] = ()  # empty: every point runs on every seed
 
 
+VERDICT_KEYS = ("authors", "ruled_out")
+
+
 @dataclass
 class Spec:
     """An experiments/ file's `reproduce:` block, checked."""
@@ -74,6 +79,7 @@ class Spec:
     select: Select | None
     paper: list[dict[str, Any]]
     quick: dict[str, Any] | None
+    verdict: dict[str, str] = field(default_factory=dict)  # why only the authors' path matches; what was ruled out
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,16 @@ class Plan:
         """Whether the job is one of those that compare the grid's points (all of them, but for select.seeds)."""
         select = self.spec.select
         return select is None or not select.seeds or job.flat.get("seed") in select.seeds
+
+    @property
+    def protocols(self) -> list[str]:
+        """The protocols the jobs run (conf/protocol), faithful first: each gets its own column of ours."""
+        found = {protocol_of(job): None for job in self.jobs}
+        return sorted(found, key=lambda protocol: protocol != DEFAULT_PROTOCOL) or [DEFAULT_PROTOCOL]
+
+
+def protocol_of(job: Job) -> str:
+    return str(job.flat.get("protocol", DEFAULT_PROTOCOL))
 
 
 def default_experiments_dir() -> Path:
@@ -175,6 +191,7 @@ def load_plan(path: Path, profile: str = "full", overrides: Sequence[str] = ()) 
             config = composer.job(batch)
             try:
                 check(config)  # the ranges; what needs torch or the data is checked before the jobs run
+                check_protocol(config)
             except ConfigError as error:
                 raise ConfigError(f"{path.name} with {' '.join(batch)}: {error}") from None
             identity = config_hash(config)
@@ -247,6 +264,9 @@ def parse_spec(block: Mapping[str, Any] | None, where: str) -> Spec:
     quick = block.get("quick")
     if quick is not None and not isinstance(quick, Mapping):
         raise ConfigError(f"{where}: reproduce.quick must be {{params: {{...}}, overrides: [...]}}")
+    verdict = block.get("verdict") or {}
+    if not isinstance(verdict, Mapping) or not set(verdict) <= set(VERDICT_KEYS):
+        raise ConfigError(f"{where}: reproduce.verdict must be {{authors: WHY, ruled_out: WHAT}}, got {verdict!r}")
     return Spec(
         str(block["table"]),
         str(block.get("caption", "")),
@@ -255,6 +275,7 @@ def parse_spec(block: Mapping[str, Any] | None, where: str) -> Spec:
         select,
         paper,
         dict(quick) if quick is not None else None,
+        {key: str(value) for key, value in verdict.items()},
     )
 
 
@@ -275,8 +296,8 @@ def check_cells(plan: Plan) -> None:
         cells: dict[tuple, set[str]] = {}
         for job in plan.jobs:
             if matches(job.flat, column.where):
-                cells.setdefault(plan.row_key(job), set()).add(job.point)
-        for row, points in cells.items():
+                cells.setdefault((plan.row_key(job), protocol_of(job)), set()).add(job.point)
+        for (row, _), points in cells.items():
             if len(points) > 1:
                 label = ", ".join(f"{key}={value}" for key, value in zip(plan.spec.rows, row, strict=True))
                 raise ConfigError(

@@ -6,6 +6,12 @@ made it (igel-run, igel-run -m, igel-reproduce). Of several FINISHED runs of one
 so a seed is counted once. Runs that differ only in their seed form a grid point, whose metrics are averaged;
 where the file has `select`, each cell reports the grid point with the best mean of the validation metric it
 names. This module aggregates what the runs logged; it computes no metric of its own.
+
+A plan that runs several protocols (conf/protocol: the paper's computation, the authors' code path) gets a column of
+ours per protocol beside the paper's value. A cell matches the paper when the paper's value lies within our range over
+seeds, widened by half a unit of the paper's printed precision; each table ends with a verdict: reproduced (at least
+MATCHED_SHARE of its cells match on the faithful path), reproduced only on the authors' path, or not reproduced, with
+the reasons its experiments/ file gives (reproduce.verdict).
 """
 
 from __future__ import annotations
@@ -22,13 +28,14 @@ from urllib.parse import urlparse
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
-from igel_exp.identity import HASH_TAG, NOT_IDENTITY
-from igel_exp.plan import Column, Job, Plan, matches, same_value
+from igel_exp.identity import ADDED_DEFAULTS, HASH_TAG, NOT_IDENTITY
+from igel_exp.plan import DEFAULT_PROTOCOL, Column, Job, Plan, matches, protocol_of, same_value
 from igel_exp.tracking import store_call
 
 FORMATS = ("markdown", "csv", "html")
 SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html"}
 MISSING_SHOWN = 12  # missing runs listed per reason; the rest are counted
+MATCHED_SHARE = 0.75  # of a table's cells with a paper value and ours, to call it reproduced
 
 
 @dataclass(frozen=True)
@@ -52,11 +59,13 @@ class StoredRun:
 
 @dataclass(frozen=True)
 class Aggregate:
-    """A metric over the seeds of one grid point: mean, sample standard deviation (None for one run), n."""
+    """A metric over the seeds of one grid point: mean, sample standard deviation (None for one run), n, min, max."""
 
     mean: float
     std: float | None
     n: int
+    low: float = math.nan
+    high: float = math.nan
 
 
 @dataclass
@@ -71,6 +80,15 @@ class Cell:
             return None
         return self.ours.mean - self.paper
 
+    @property
+    def matched(self) -> bool | None:
+        """Whether the paper's value lies within our min–max over seeds, widened by half a unit of its last printed
+        digit (the paper rounds); None without both values."""
+        if self.paper is None or self.ours is None:
+            return None
+        slack = 0.5 * 10.0 ** -_digits(self.paper)
+        return self.ours.low - slack <= self.paper <= self.ours.high + slack
+
 
 @dataclass(frozen=True)
 class Missing:
@@ -84,7 +102,7 @@ class Missing:
 class Table:
     plan: Plan
     rows: list[tuple]
-    cells: dict[tuple[int, str], Cell]
+    cells: dict[tuple[int, str, str], Cell]  # (row index, column title, protocol)
     missing: list[Missing]
     planned: int
     notes: list[str] = field(default_factory=list)
@@ -92,6 +110,36 @@ class Table:
     @property
     def complete(self) -> bool:
         return not self.missing
+
+    @property
+    def protocols(self) -> list[str]:
+        return self.plan.protocols
+
+    def matches(self, protocol: str) -> tuple[int, int]:
+        """(cells whose paper value lies within our seed range, cells with a paper value and ours) of a protocol."""
+        judged = [cell.matched for (_, _, of), cell in self.cells.items() if of == protocol]
+        judged = [value for value in judged if value is not None]
+        return sum(judged), len(judged)
+
+    @property
+    def verdict(self) -> str:
+        """One line: reproduced, reproduced only on the authors' path (why), or not reproduced (what was ruled out)."""
+        counts = {protocol: self.matches(protocol) for protocol in self.protocols}
+        if not self.plan.spec.paper:
+            return "nothing to compare: the paper has no values for this table"
+        if not any(total for _, total in counts.values()):
+            return "no cell has both the paper's value and ours yet"
+        shown = ", ".join(f"{_protocol_name(p)} {k}/{n}" for p, (k, n) in counts.items())
+        tally = f"{shown} cells within our range over seeds"
+        reproduced = [p for p, (k, n) in counts.items() if n and k >= MATCHED_SHARE * n]
+        reasons = self.plan.spec.verdict
+        if DEFAULT_PROTOCOL in reproduced:
+            return f"reproduced ({tally})"
+        if reproduced:
+            why = f": {reasons['authors']}" if "authors" in reasons else ""
+            return f"reproduced only on the authors' path ({tally}){why}"
+        ruled_out = f"; ruled out: {reasons['ruled_out']}" if "ruled_out" in reasons else ""
+        return f"not reproduced ({tally}){ruled_out}"
 
 
 def store_exists(uri: str) -> bool:
@@ -147,13 +195,13 @@ def finished_by_hash(runs: Iterable[StoredRun]) -> dict[str, StoredRun]:
 
 
 def aggregate(values: Iterable[float]) -> Aggregate | None:
-    """Mean, sample std (ddof=1; None for a single value) and count of the finite values; None if there are none."""
+    """Mean, sample std (ddof=1; None for a single value), count, min and max of the finite values; None if none."""
     finite = [float(value) for value in values if value is not None and math.isfinite(value)]
     if not finite:
         return None
     mean = sum(finite) / len(finite)
     std = math.sqrt(sum((value - mean) ** 2 for value in finite) / (len(finite) - 1)) if len(finite) > 1 else None
-    return Aggregate(mean, std, len(finite))
+    return Aggregate(mean, std, len(finite), min(finite), max(finite))
 
 
 def point_metric(jobs: Sequence[Job], finished: Mapping[str, StoredRun], metric: str) -> Aggregate | None:
@@ -173,20 +221,23 @@ def best_point(
     return choose(scored, key=scored.__getitem__)
 
 
-Cells = dict[tuple[tuple, str], dict[str, list[Job]]]  # (row key, column title) -> grid point -> its seeds' jobs
+Cells = dict[tuple[tuple, str, str], dict[str, list[Job]]]  # (row, column, protocol) -> grid point -> its seeds' jobs
 
 
 def cell_points(plan: Plan) -> Cells:
-    """The grid points of every cell of the plan's table, each with the jobs of its seeds."""
+    """The grid points of every cell of the plan's table — (row, column, protocol) — each with the jobs of its seeds."""
     cells: Cells = {}
     for job in plan.jobs:
         for column in plan.spec.columns:
             if matches(job.flat, column.where):
-                cells.setdefault((plan.row_key(job), column.title), {}).setdefault(job.point, []).append(job)
+                key = (plan.row_key(job), column.title, protocol_of(job))
+                cells.setdefault(key, {}).setdefault(job.point, []).append(job)
     return cells
 
 
-def chosen_points(plan: Plan, cells: Cells, finished: Mapping[str, StoredRun]) -> dict[tuple[tuple, str], str | None]:
+def chosen_points(
+    plan: Plan, cells: Cells, finished: Mapping[str, StoredRun]
+) -> dict[tuple[tuple, str, str], str | None]:
     """The grid point each cell reports: its only one, or the best on the selection seeds' validation metric."""
     select = plan.spec.select
     if select is None:
@@ -229,16 +280,19 @@ def build_table(plan: Plan, runs: Iterable[StoredRun], notes: Sequence[str] = ()
     rows = _row_order(plan)
     points_of = cell_points(plan)
     chosen_of = chosen_points(plan, points_of, finished)
-    cells: dict[tuple[int, str], Cell] = {}
+    cells: dict[tuple[int, str, str], Cell] = {}
     for index, row in enumerate(rows):
         paper_row = next((entry for entry in spec.paper if _same_row(plan, entry, row)), {})
-        for column in spec.columns:
-            points = points_of.get((row, column.title), {})
-            chosen = chosen_of.get((row, column.title))
-            ours = point_metric(points[chosen], finished, column.metric) if chosen else None
-            described = _describe(plan, column, points[chosen][0]) if chosen and spec.select is not None else None
-            paper = paper_row.get(column.title)
-            cells[index, column.title] = Cell(float(paper) if paper is not None else None, ours, described)
+        for protocol in plan.protocols:
+            for column in spec.columns:
+                key = (row, column.title, protocol)
+                points, chosen = points_of.get(key, {}), chosen_of.get(key)
+                ours = point_metric(points[chosen], finished, column.metric) if chosen else None
+                described = _describe(plan, column, points[chosen][0]) if chosen and spec.select is not None else None
+                paper = paper_row.get(column.title)
+                cells[index, column.title, protocol] = Cell(
+                    float(paper) if paper is not None else None, ours, described
+                )
     outside = [entry for entry in spec.paper if not any(_same_row(plan, entry, row) for row in rows)]
     notes = list(notes)
     if outside:
@@ -249,6 +303,10 @@ def build_table(plan: Plan, runs: Iterable[StoredRun], notes: Sequence[str] = ()
     if pending:
         notes.append(f"{pending} more runs, the chosen points' other seeds, are planned once the selection has run")
     return Table(plan, rows, cells, _missing(plan, planned, runs, finished), len(planned) + pending, notes)
+
+
+def _protocol_name(protocol: str) -> str:
+    return "faithful" if protocol == DEFAULT_PROTOCOL else f"{protocol}' path" if protocol == "authors" else protocol
 
 
 def _row_order(plan: Plan) -> list[tuple]:
@@ -272,7 +330,7 @@ def _same_row(plan: Plan, entry: Mapping, row: tuple) -> bool:
 
 def _describe(plan: Plan, column: Column, job: Job) -> str:
     """A chosen grid point as the overrides that set it apart within its cell."""
-    fixed = {"seed", *plan.spec.rows, *column.where}
+    fixed = {"seed", "protocol", *plan.spec.rows, *column.where}
     return " ".join(item for item in job.shown.split() if item.split("=", 1)[0] not in fixed)
 
 
@@ -316,10 +374,14 @@ def _changed_keys(job: Job, run: StoredRun) -> list[str]:
     def counts(key: str) -> bool:
         return not any(key == skip or key.startswith(f"{skip}.") for skip in NOT_IDENTITY)
 
+    def differs(key: str) -> bool:
+        ours = str(job.flat[key]) if key in job.flat else None
+        if key not in run.params and key in ADDED_DEFAULTS and job.flat.get(key) == ADDED_DEFAULTS[key]:
+            return False  # a key added since, at the value the run computed with
+        return run.params.get(key) != ours
+
     keys = sorted({*job.flat, *run.params})
-    return [
-        key for key in keys if counts(key) and run.params.get(key) != (str(job.flat[key]) if key in job.flat else None)
-    ]
+    return [key for key in keys if counts(key) and differs(key)]
 
 
 # Rendering
@@ -356,6 +418,12 @@ def explanation(table: Table) -> list[str]:
             f"Quick profile ({', '.join(changes) or 'as the full sweep'}): a cut-down sweep, not the paper's protocol."
         )
     how = "Ours: mean ± std over seeds (n runs); Δ = ours − paper."
+    if len(table.protocols) > 1:
+        named = ", ".join(f"ours ({_protocol_name(protocol)})" for protocol in table.protocols[1:])
+        how = (
+            f"Ours: mean ± std over seeds (n runs) of the paper's computation; {named}: of the authors' code path"
+            " (conf/specialise/protocol/)."
+        )
     if spec.select is not None:
         select = spec.select
         if select.seeds:
@@ -371,12 +439,14 @@ def explanation(table: Table) -> list[str]:
 
 
 def display_header(table: Table) -> list[str]:
+    """Per column: the paper's value, ours per protocol, and Δ when there is one protocol."""
     header = list(table.plan.spec.rows)
+    single = len(table.protocols) == 1
     for column in table.plan.spec.columns:
-        if _has_paper(table, column):
-            header += [f"{column.title} paper", f"{column.title} ours", f"{column.title} Δ"]
-        else:
-            header.append(f"{column.title} ours")
+        paper = _has_paper(table, column)
+        header += [f"{column.title} paper"] if paper else []
+        header += [f"{column.title} ours{_protocol_suffix(protocol)}" for protocol in table.protocols]
+        header += [f"{column.title} Δ"] if paper and single else []
     if table.plan.spec.select is not None:
         header.append("chosen")
     return header
@@ -384,21 +454,26 @@ def display_header(table: Table) -> list[str]:
 
 def display_rows(table: Table) -> list[list[str]]:
     lines = []
+    single = len(table.protocols) == 1
     for index, row in enumerate(table.rows):
         line = [_value(value) for value in row]
         chosen = []
         for column in table.plan.spec.columns:
-            cell = table.cells[index, column.title]
-            if _has_paper(table, column):
-                line += [_number(cell.paper), _ours(cell.ours), _number(cell.diff, signed=True)]
-            else:
-                line.append(_ours(cell.ours))
-            if cell.chosen is not None and cell.chosen not in chosen:
-                chosen.append(cell.chosen)
+            cells = [table.cells[index, column.title, protocol] for protocol in table.protocols]
+            paper = _has_paper(table, column)
+            line += [_number(cells[0].paper)] if paper else []
+            line += [_ours(cell.ours) for cell in cells]
+            line += [_number(cells[0].diff, signed=True)] if paper and single else []
+            chosen += [cell.chosen for cell in cells if cell.chosen is not None and cell.chosen not in chosen]
         if table.plan.spec.select is not None:
             line.append(" | ".join(chosen) or "—")
         lines.append(line)
     return lines
+
+
+def _protocol_suffix(protocol: str) -> str:
+    """How a column of ours names its protocol: nothing for the faithful one (the default)."""
+    return "" if protocol == DEFAULT_PROTOCOL else f" ({_protocol_name(protocol)})"
 
 
 def missing_lines(table: Table) -> list[str]:
@@ -428,8 +503,7 @@ def markdown(table: Table) -> str:
     if not table.rows:
         lines.append("(no rows: the sweep is empty)")
     extra = missing_lines(table) + [f"Note: {note}" for note in table.notes]
-    if extra:
-        lines += ["", *extra]
+    lines += ["", *extra, f"Verdict: {table.verdict}"]
     return "\n".join(lines)
 
 
@@ -448,6 +522,7 @@ def to_html(table: Table) -> str:
         parts += [f"<li>{escape(line[2:])}</li>" for line in missing[1:]]
         parts.append("</ul>")
     parts += [f"<p>Note: {escape(note)}</p>" for note in table.notes]
+    parts.append(f"<p>Verdict: {escape(table.verdict)}</p>")
     return "\n".join(parts)
 
 
@@ -458,11 +533,15 @@ CSV_FIELDS = [
     "row",
     "column",
     "metric",
+    "protocol",
     "paper",
     "mean",
     "std",
     "n",
+    "min",
+    "max",
     "diff",
+    "matched",
     "chosen",
     "missing_runs",
     "planned_runs",
@@ -478,30 +557,38 @@ def to_csv(tables: Sequence[Table]) -> str:
         plan = table.plan
         for index, row in enumerate(table.rows):
             for column in plan.spec.columns:
-                cell = table.cells[index, column.title]
-                writer.writerow(
-                    {
-                        "table": plan.spec.table,
-                        "file": plan.name,
-                        "profile": plan.profile,
-                        "row": _row_label(plan, row),
-                        "column": column.title,
-                        "metric": column.metric,
-                        "paper": _raw(cell.paper),
-                        "mean": _raw(cell.ours.mean if cell.ours else None),
-                        "std": _raw(cell.ours.std if cell.ours else None),
-                        "n": cell.ours.n if cell.ours else 0,
-                        "diff": _raw(cell.diff),
-                        "chosen": cell.chosen or "",
-                        "missing_runs": len(table.missing),
-                        "planned_runs": table.planned,
-                    }
-                )
+                for protocol in table.protocols:
+                    cell = table.cells[index, column.title, protocol]
+                    writer.writerow(_csv_line(table, row, column, protocol, cell))
     return out.getvalue()
 
 
+def _csv_line(table: Table, row: tuple, column: Column, protocol: str, cell: Cell) -> dict[str, object]:
+    plan, ours = table.plan, cell.ours
+    return {
+        "table": plan.spec.table,
+        "file": plan.name,
+        "profile": plan.profile,
+        "row": _row_label(plan, row),
+        "column": column.title,
+        "metric": column.metric,
+        "protocol": protocol,
+        "paper": _raw(cell.paper),
+        "mean": _raw(ours.mean if ours else None),
+        "std": _raw(ours.std if ours else None),
+        "n": ours.n if ours else 0,
+        "min": _raw(ours.low if ours else None),
+        "max": _raw(ours.high if ours else None),
+        "diff": _raw(cell.diff),
+        "matched": "" if cell.matched is None else str(cell.matched).lower(),
+        "chosen": cell.chosen or "",
+        "missing_runs": len(table.missing),
+        "planned_runs": table.planned,
+    }
+
+
 def _has_paper(table: Table, column: Column) -> bool:
-    return any(table.cells[index, column.title].paper is not None for index in range(len(table.rows)))
+    return any(cell.paper is not None for (_, title, _), cell in table.cells.items() if title == column.title)
 
 
 def _row_label(plan: Plan, row: tuple) -> str:
@@ -512,11 +599,16 @@ def _value(value: object) -> str:
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def _digits(value: float) -> int:
+    """Decimals a number is shown with, as the paper prints them: 0.728, 13.32, 854 (counts stay whole)."""
+    size = abs(value)
+    return 3 if size < 10 else 2 if size < 100 else 0 if float(value).is_integer() else 1
+
+
 def _number(value: float | None, signed: bool = False) -> str:
     if value is None:
         return "—"
-    size = abs(value)
-    digits = 3 if size < 10 else 2 if size < 100 else 0 if float(value).is_integer() else 1  # counts: 854, not 854.0
+    digits = _digits(value)
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 

@@ -131,6 +131,36 @@ class RankingGraph(Choice):
     undirected = "undirected"
 
 
+class Protocol(Choice):
+    faithful = "faithful"
+    authors = "authors"
+
+
+class WeightInit(Choice):
+    normal = "normal"
+    distance_scaled = "distance_scaled"
+
+
+class LogitInit(Choice):
+    fixed = "fixed"
+    uniform = "uniform"
+
+
+class Neighbourhood(Choice):
+    open = "open"
+    closed = "closed"
+
+
+class ClusterMembers(Choice):
+    all = "all"
+    in_table = "in_table"
+
+
+class Split(Choice):
+    leak_free = "leak_free"
+    read_back = "read_back"
+
+
 DEVICE = matching(r"auto|cpu|mps|(cuda|xpu)(:\d+)?", "auto, cpu, mps, cuda, cuda:N, xpu or xpu:N")
 
 
@@ -145,7 +175,14 @@ class Dataset:
 
 
 @dataclass
-class EdgeListDataset(Dataset):
+class EdgeFileDataset(Dataset):
+    """A graph read from an edge-list file (yours, or a named one from the data root)."""
+
+    parallel_edges: bool = value()
+
+
+@dataclass
+class EdgeListDataset(EdgeFileDataset):
     path: str = value()
     node_ids: NodeIds = value()
 
@@ -188,6 +225,8 @@ class IGELEncoder(Encoder):
     normalise: Normalise = value()
     relative_degrees: bool = value()
     chunk_size: int = at_least(1)
+    encoded_distance: Optional[int] = at_least(0)
+    weight_init: WeightInit = value()
 
 
 @dataclass
@@ -224,6 +263,7 @@ class SkipGram:
 
 @dataclass
 class SkipGramTrainer(SkipGram, Trainer):
+    logit_init: LogitInit = value()
     batch_scale: int = at_least(1)
     cuda_graphs: bool = value()
 
@@ -261,6 +301,7 @@ class ClusteringTask(Task):
     k_max: int = at_least(1)
     kmeans_n_init: int = at_least(1)
     objective: str = value()
+    score_neighbourhood: Neighbourhood = value()
 
 
 @dataclass
@@ -269,6 +310,7 @@ class LinkPredictionTask(Task):
     validation_fraction: float = between(0, 1)
     split_cache: Optional[str] = value()
     objective: str = value()
+    split: Split = value()
     source: Optional[str] = value()  # experiment=transfer_link_prediction: the dataset whose model embeds this one
     source_overrides: list[str] = field(default_factory=list)
 
@@ -295,6 +337,8 @@ class SisterCitiesTask(Task):
     kmeans_n_init: int = at_least(1)
     ranking_graph: RankingGraph = value()
     reuse_embeddings: bool = value()
+    score_neighbourhood: Neighbourhood = value()
+    cluster_members: ClusterMembers = value()
 
 
 # --- tracking/, data and the top level --------------------------------------------------------------------------
@@ -317,6 +361,7 @@ class Config:
     """The top level (conf/config.yaml): run settings, then one field per config group."""
 
     name: str = value()
+    protocol: Protocol = value()
     seed: int = at_least(0)
     progress: bool = value()
     threads: Optional[int] = at_least(1)
@@ -334,6 +379,7 @@ class Config:
 SCHEMAS: dict[str, dict[str, type]] = {
     "dataset": {
         "named": Dataset,
+        "edge_file": EdgeFileDataset,
         "edgelist": EdgeListDataset,
         "erdos_renyi": ErdosRenyiDataset,
         "ppi": PPIDataset,

@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 PARENT_RUN_ENV = "IGEL_PARENT_RUN_ID"  # set by a sweep so that its jobs become nested runs
 LAUNCHER_ENV = "IGEL_SWEEP_LAUNCHER"  # the pid of the process that launches a sweep's jobs, which they watch
 SWEEP_TAG = "igel.sweep"  # the parent run's id, on the parent and on every job of the sweep
+PROTOCOL_TAG = "igel.protocol"  # faithful (the paper's computation) or the authors' code path: conf/protocol
 NOT_PARAMS = ("reproduce",)  # reference data of experiments/ files: kept in config.yaml, not run params
 
 
@@ -288,7 +289,7 @@ class RunLogger:
 @contextmanager
 def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None) -> Iterator[RunLogger]:
     """An MLflow run that logs the resolved config (flattened as params, whole as config.yaml), tagged with
-    its identity (`igel.config_hash`, see igel_exp.identity).
+    its identity (`igel.config_hash`, see igel_exp.identity) and its protocol (`igel.protocol`).
 
     An exception inside the block ends the run FAILED, with the error as the `error` tag; inside a sweep
     (`tracking.parent_run_id`, else $IGEL_PARENT_RUN_ID) the run is nested under the sweep's parent run.
@@ -296,7 +297,12 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
     parent = config.get("tracking", {}).get("parent_run_id") or os.environ.get(PARENT_RUN_ENV)
     resolved = OmegaConf.to_container(config, resolve=True, throw_on_missing=True, enum_to_str=True)
     # the run's identity: igel-reproduce skips a job whose hash has a FINISHED run, igel-report finds tables by it
-    tags = {HASH_TAG: config_hash(resolved), PROCESS_TAG: process_identity(), **({SWEEP_TAG: parent} if parent else {})}
+    tags = {
+        HASH_TAG: config_hash(resolved),
+        PROTOCOL_TAG: str(resolved.get("protocol", "faithful")),
+        PROCESS_TAG: process_identity(),
+        **({SWEEP_TAG: parent} if parent else {}),
+    }
     open_experiment(tracking_uri(config.get("tracking", {}).get("uri")), experiment)
     try:
         with store_call():

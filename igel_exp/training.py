@@ -54,6 +54,9 @@ def seed_everything(seed: int, deterministic: bool = True) -> None:
     torch.use_deterministic_algorithms(deterministic, warn_only=True)
 
 
+LOGIT_INITS = ("fixed", "uniform")
+
+
 class SkipGramTrainer:
     """Minimises the negative-sampling loss of random walks with Adam, a batch of whole walks at a time.
 
@@ -62,7 +65,9 @@ class SkipGramTrainer:
     whose target it is. `batch_size` counts training pairs as the authors did — a positive pair and its z
     negatives count 1 + z — and is rounded to whole walks. With `logit_affine` a pair's probability is
     σ(a · e_t·e_o + b) with a learned scale a and bias b, as in the authors' model: without a bias, embeddings
-    that are averages of shared rows of W (IGEL's) cannot give dissimilar pairs a negative logit.
+    that are averages of shared rows of W (IGEL's) cannot give dissimilar pairs a negative logit. `logit_init`
+    starts them at a = 1, b = 0 (`fixed`) or, as the authors' nn.Linear(1, 1) did, uniform in [-1, 1) (`uniform`,
+    drawn from torch's seeded generator).
 
     `batch_scale` = κ trains on κ times larger batches, κ times fewer steps at the same learning rate: what fills a
     GPU (a step's fixed costs, embedding the whole graph among them, are paid κ times less often). κ = 1 keeps the
@@ -86,6 +91,7 @@ class SkipGramTrainer:
         noise: np.ndarray | None = None,
         logit_affine: bool = True,
         progress: bool = True,
+        logit_init: str = "fixed",
         batch_scale: int = 1,
         cuda_graphs: bool = True,
     ):
@@ -100,6 +106,8 @@ class SkipGramTrainer:
                 raise ConfigError(f"trainer.{key} must be a positive integer, got {value!r}")
         if lr <= 0:
             raise ConfigError(f"trainer.lr must be positive, got {lr!r}")
+        if logit_init not in LOGIT_INITS:
+            raise ConfigError(f"trainer.logit_init={logit_init!r} is not one of {', '.join(LOGIT_INITS)}")
         self.epochs = epochs
         self.batch_size = batch_size * batch_scale
         self.lr = lr
@@ -109,6 +117,7 @@ class SkipGramTrainer:
         self.seed = seed
         self.noise = None if noise is None else torch.as_tensor(np.cumsum(noise / noise.sum()), device=device)
         self.logit_affine = logit_affine
+        self.logit_init = logit_init
         self.progress = progress
         self.cuda_graphs = cuda_graphs and device.type == "cuda"
         self.affine: torch.Tensor | None = None  # the learned (scale, bias) after fit, None without logit_affine
@@ -186,7 +195,8 @@ class _SkipGramStep:
     def __init__(self, trainer: SkipGramTrainer, model: IGELEmbedding | FreeEmbedding):
         self.trainer, self.model = trainer, model
         device = trainer.device
-        self.affine = torch.tensor([1.0, 0.0], device=device)  # the logit's scale and bias
+        start = torch.tensor([1.0, 0.0]) if trainer.logit_init == "fixed" else torch.rand(2) * 2 - 1
+        self.affine = start.to(device)  # the logit's scale and bias
         self.optimiser = _FusedAdam([model.weight, self.affine] if trainer.logit_affine else [model.weight], trainer.lr)
         self.generator = torch.Generator(device=device).manual_seed(trainer.seed)
         self.loss_sum = torch.zeros((), device=device, dtype=torch.float64)

@@ -5,6 +5,7 @@ import itertools
 import igraph as ig
 import networkx as nx
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.metrics import f1_score
 
@@ -69,6 +70,35 @@ def test_capital_scores_row():
             "gain_vs_degree": 100 * (0.5 - 0.8125) / 0.8125,
         }
     )
+
+
+def test_cluster_members_in_the_node_table_are_the_authors_size(tmp_path):
+    """task.cluster_members=in_table against output/analyze_sister_capitals.py (nur-ag/IGEL@f1fd43d, lines 12-40,
+    `.idxmax()` for current pandas) run on its input's layout: cities without a node-table row have no `iscapital`."""
+    in_table = np.array([1, 1, 1, 1, 1, 0, 0, 1, 1, 1], dtype=bool)  # 5 and 6 (in C) have no row
+    frame = pd.DataFrame(
+        {
+            "Id": range(10),
+            "config": LABELS,
+            "iscapital": np.where(in_table, CAPITALS.astype(float), np.nan),
+            "Degree": PAGERANK,  # distinct scores: the script's sort has no ties to break
+        }
+    )
+    grouped = frame.groupby(["iscapital", "config"]).count()["Id"].to_frame().reset_index()
+    capital_rows = grouped.loc[grouped.iscapital == 1]
+    cluster_id = capital_rows.loc[capital_rows["Id"].idxmax()]["config"]
+    in_cluster = frame.loc[frame["config"] == cluster_id]
+    capital_set = in_cluster.groupby(in_cluster.iscapital).count()["Id"].to_frame().reset_index()
+    total_values = capital_set["Id"].sum()
+    cluster_capitals = capital_set.loc[capital_set.iscapital == 1]["Id"].iloc[0]
+    degree_capitals = frame.sort_values("Degree", ascending=False)[:total_values].iscapital.sum()
+    f1_score_of = lambda hits: 2 * hits / (total_values + CAPITALS.sum())  # noqa: E731
+    row = capital_scores(LABELS, CAPITALS, {"degree": PAGERANK}, counted=in_table)
+    assert total_values == 2 and row["cluster_size"] == 2  # C = {3, 4, 5, 6}, of which 5 and 6 have no row
+    assert row["f1_cluster"] == pytest.approx(f1_score_of(cluster_capitals))
+    assert row["f1_top_degree"] == pytest.approx(f1_score_of(degree_capitals))
+    with pytest.raises(ValueError, match="includes every capital"):
+        capital_scores(LABELS, CAPITALS, {}, counted=~CAPITALS)
 
 
 def test_gain_is_relative_in_percent():

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
+from igel_exp.errors import ConfigError
 from igel_exp.reference import ego_distances
 from igel_exp.tasks.clustering import (
     centralities,
@@ -46,6 +47,18 @@ def test_neighbour_similarity_is_the_sum_of_dot_products():
     embeddings = np.random.default_rng(1).normal(size=(graph.vcount(), 3))
     expected = [sum(embeddings[v] @ embeddings[u] for u in graph.neighbors(v)) for v in range(graph.vcount())]
     np.testing.assert_allclose(neighbour_similarity(graph, embeddings), expected)
+
+
+def test_the_closed_neighbourhood_score_is_the_authors_sum_over_neighborhood():
+    """task.score_neighbourhood=closed: e_v · Σ e_u over igraph's neighborhood(v, 1), v included, each neighbour
+    once however many parallel edges (the authors' notebook, compute_corr_dataframe)."""
+    graph = small_graphs()["zachary"]
+    graph.add_edges(graph.get_edgelist()[:20])  # parallel edges
+    embeddings = np.random.default_rng(2).normal(size=(graph.vcount(), 3))
+    expected = [embeddings[v] @ embeddings[graph.neighborhood(v, 1)].T.sum(axis=1) for v in range(graph.vcount())]
+    np.testing.assert_allclose(neighbour_similarity(graph, embeddings, "closed"), expected)
+    with pytest.raises(ConfigError, match="task.score_neighbourhood='self' is not one of open, closed"):
+        neighbour_similarity(graph, embeddings, "self")
 
 
 def test_identical_embeddings_rank_nodes_by_degree():

@@ -6,9 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import igraph as ig
 import pytest
 
-from igel_exp.data import DataContext, RemoteFile, fetch, load_dataset, read_edgelist, resolve_data_root
+from igel_exp.data import DataContext, RemoteFile, fetch, load_dataset, read_edgelist, registry, resolve_data_root
 from igel_exp.errors import ConfigError, DataError
 
 
@@ -43,6 +44,39 @@ def test_self_loops_and_duplicates_are_dropped_and_reported(tmp_path, caplog):
     assert graph.ecount() == 2 and graph.is_simple() and not graph.is_directed()
     assert (report.self_loops_removed, report.duplicates_removed) == (1, 2)
     assert "dropped 1 self loops and merged 2 duplicate or reversed edges" in caplog.text
+
+
+def test_parallel_edges_keep_every_line_as_igraph_read_ncol_does(tmp_path):
+    path = write(tmp_path / "g.txt", "10 20\n20 10\n10 20\n30 30\n20 40\n")
+    graph, report = read_edgelist(path, parallel_edges=True)
+    reference = ig.Graph.Read_Ncol(str(path), directed=False)
+    reference.delete_edges([edge.index for edge in reference.es if edge.is_loop()])  # we still drop self loops
+    assert graph.vs["name"] == reference.vs["name"] == ["10", "20", "30", "40"]
+    assert graph.get_edgelist() == reference.get_edgelist() == [(0, 1), (0, 1), (0, 1), (1, 3)]
+    assert (report.edges, report.self_loops_removed, report.duplicates_removed) == (4, 1, 0)
+
+
+def test_astroph_with_parallel_edges_lists_every_pair_both_ways(tmp_path, monkeypatch):
+    """From the one-line-per-edge copy: each pair twice, in a seeded order, numbered by first appearance."""
+    derived = registry.FILES["astroph_derived"]
+    monkeypatch.setitem(registry.FILES, "astroph_derived", RemoteFile(derived.path, derived.url))
+    folder = tmp_path / "CA-AstroPh"
+    folder.mkdir()
+    write(folder / "CA-AstroPh.edgelist.gz", "1 2\n1 3\n2 3\n3 4\n")
+
+    def load(seed: int, **config):
+        return load_dataset({"name": "astroph", **config}, DataContext(tmp_path, download=False, seed=seed)).graph
+
+    plain, doubled, again = load(0), load(0, parallel_edges=True), load(0, parallel_edges=True)
+    assert plain.ecount() == 4 and doubled.ecount() == 8 and not doubled.is_simple()
+    assert sorted(map(sorted, map(tuple, edges_list(doubled)))) == sorted(2 * [sorted(e) for e in edges_list(plain)])
+    assert doubled.get_edgelist() == again.get_edgelist()
+    assert "64582" in doubled.vs["name"]  # SNAP's node with only a self loop, added back isolated
+
+
+def edges_list(graph) -> list[tuple[str, str]]:
+    names = graph.vs["name"]
+    return [(names[a], names[b]) for a, b in graph.get_edgelist()]
 
 
 @pytest.mark.parametrize(

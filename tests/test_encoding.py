@@ -88,9 +88,10 @@ def test_counts_before_fit_is_an_error():
         IGELEncoder(1).counts(ig.Graph.Ring(4))
 
 
-def test_rejects_graphs_that_are_not_simple():
-    graph = ig.Graph([(0, 1), (0, 1)])
-    with pytest.raises(ValueError, match="simple undirected"):
+@pytest.mark.parametrize("graph", [ig.Graph([(0, 1), (1, 1)]), ig.Graph([(0, 1)], directed=True)])
+def test_rejects_directed_graphs_and_self_loops(graph):
+    """Parallel edges are counted (tests/test_protocol.py); self loops and directions have no ego-graph meaning."""
+    with pytest.raises(ValueError, match="undirected graphs without self loops"):
         IGELEncoder(1).fit(graph).counts(graph)
 
 

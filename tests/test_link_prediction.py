@@ -1,6 +1,3 @@
-import importlib.util
-from pathlib import Path
-
 import igraph as ig
 import mlflow
 import numpy as np
@@ -8,7 +5,8 @@ import pytest
 
 from igel_exp import pipelines
 from igel_exp.data import DataContext, Dataset, GraphReport, load_dataset
-from igel_exp.errors import DataError
+from igel_exp.data.edgelist import read_edgelist
+from igel_exp.errors import ConfigError, DataError
 from igel_exp.pipelines.link_prediction import cached_split
 from igel_exp.tasks.link_prediction import (
     EdgeSplit,
@@ -16,6 +14,7 @@ from igel_exp.tasks.link_prediction import (
     hadamard_features,
     link_prediction_scores,
     pair_keys,
+    read_back_split,
     split_edges,
 )
 
@@ -222,32 +221,25 @@ def test_settings_follow_the_dataset_and_the_encoder(compose_config, overrides, 
         assert "distance" not in config.encoder  # no IGEL settings on the baselines' runs
 
 
-def leak_check_script():
-    """scripts/split_leak_check.py as a module (scripts/ is not a package)."""
-    path = Path(__file__).parents[1] / "scripts" / "split_leak_check.py"
-    spec = importlib.util.spec_from_file_location("split_leak_check", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def edge_set_by_name(graph: ig.Graph, pairs) -> set[frozenset]:
     names = np.asarray(graph.vs["name"])
     return {frozenset(pair) for pair in names[np.asarray(pairs, dtype=np.int64).reshape(-1, 2)]}
 
 
 def test_the_authors_data_path_matches_igraph_file_round_trips(tmp_path):
-    """The re-enactment of the authors' path (listing each edge once) against the real thing: the full graph and
-    the residual graph written and read back with igraph's ncol functions, positives and negatives found by
-    (id, id) tuples in one orientation, as their `edge_difference` and `generate_negative_edges` did."""
+    """task.split=read_back against the real thing: the file read with igraph's Read_Ncol, the residual graph written
+    and read back with its ncol functions, positives and negatives found by (id, id) tuples in one orientation, as
+    the authors' `edge_difference` and `generate_negative_edges` did."""
     miserables = small_graphs()["miserables"].get_edgelist()
-    shuffled = [miserables[i] for i in np.random.default_rng(1).permutation(len(miserables))]  # any file order
-    base = named(ig.Graph(n=77, edges=shuffled)).graph
-    residual, split = leak_check_script().authors_split(base, "once", seed=2)
-    (tmp_path / "full.ncol").write_text(
-        "".join(f"{base.vs[u]['name']} {base.vs[v]['name']}\n" for u, v in base.get_edgelist())
-    )
-    full = ig.Graph.Read_Ncol(str(tmp_path / "full.ncol"), directed=False)
+    order = np.random.default_rng(1).permutation(len(miserables))  # any file order, either orientation
+    lines = [miserables[i][:: 1 if i % 2 else -1] for i in order]
+    path = tmp_path / "full.ncol"
+    path.write_text("".join(f"{u + 100} {v + 100}\n" for u, v in lines))
+    base, _ = read_edgelist(path, parallel_edges=True)  # the edges in file order, as Read_Ncol keeps them
+    split = read_back_split(base, 0.5, seed=2)
+    residual = split.residual_graph(base.vs["name"])
+    full = ig.Graph.Read_Ncol(str(path), directed=False)
+    assert full.vs["name"] == base.vs["name"]  # our loader numbers vertices as Read_Ncol does
     kept = edge_set_by_name(residual, residual.get_edgelist())
     train = full.copy()
     train.delete_edges([e.index for e in full.es if frozenset(full.vs[e.tuple]["name"]) not in kept])
@@ -261,19 +253,47 @@ def test_the_authors_data_path_matches_igraph_file_round_trips(tmp_path):
     leaked = edge_set_by_name(residual, split.positives) & kept
     assert leaked  # some residual edges swap orientation: the leak is there to see
     assert len(split.positives) == len(base.es) // 2 + len(leaked)
+    assert split.sizes()["split_positives_in_residual"] == len(leaked)
     assert not {tuple(pair) for pair in names[split.negatives]} & oriented
+    assert len(split.negatives) == len(split.positives)
     assert residual.is_connected()
 
 
-def test_the_authors_data_path_with_every_pair_listed_twice():
-    """A multigraph with two copies of every edge: removing half of the copies leaves three quarters of the pairs,
-    and a pair is a positive, twice, when both of its copies went or when it swapped orientation."""
-    base = named(ig.Graph.Erdos_Renyi(n=300, m=3000), np.random.default_rng(0).permutation(300)).graph
-    residual, split = leak_check_script().authors_split(base, "both", seed=5)
+def test_the_authors_data_path_with_every_pair_listed_twice(tmp_path):
+    """SNAP's layout read with parallel edges: removing half of the copies leaves three quarters of the pairs, and a
+    pair is a positive, twice, when both of its copies went or when it swapped orientation."""
+    pairs = ig.Graph.Erdos_Renyi(n=300, m=3000).get_edgelist()
+    lines = [*pairs, *((v, u) for u, v in pairs)]
+    path = tmp_path / "both.txt"
+    path.write_text("".join(f"{u} {v}\n" for u, v in (lines[i] for i in np.random.default_rng(0).permutation(6000))))
+    base, report = read_edgelist(path, parallel_edges=True)
+    assert (base.ecount(), report.duplicates_removed) == (6000, 0)
+    split = read_back_split(base, 0.5, seed=5)
+    residual = split.residual_graph(base.vs["name"])
     full, kept = edge_set_by_name(base, base.get_edgelist()), edge_set_by_name(residual, residual.get_edgelist())
     positives = edge_set_by_name(residual, split.positives)
-    assert kept < full and residual.is_simple() and residual.is_connected()
-    assert 0.7 < len(kept) / len(full) < 0.8
+    assert residual.ecount() == 3000 and not residual.is_simple() and residual.is_connected()
+    assert kept < full and 0.7 < len(kept) / len(full) < 0.8
     assert full - kept <= positives <= full
     assert len(split.positives) == 2 * len(positives)  # each copy of a positive pair is listed
     assert len(split.negatives) == len(split.positives)
+
+
+@pytest.mark.slow
+def test_the_read_back_split_runs_through_the_pipeline(compose_config, store_uri, tmp_path):
+    """protocol=authors on link prediction: parallel edges kept, the read-back split, its leak logged; the same
+    graph under the faithful protocol keeps its leak-free split."""
+    path = tmp_path / "g.txt"
+    graph = ig.Graph.Erdos_Renyi(n=150, m=900)
+    path.write_text("".join(f"{u} {v}\n" for u, v in graph.get_edgelist()))
+    tiny = ["trainer.epochs=1", "trainer.walk_length=10", "trainer.dim=8", "trainer.batch_size=20000", "progress=false"]
+    base = ["experiment=link_prediction", "dataset=edgelist", f"dataset.path={path}", *tiny]
+    with pytest.raises(ConfigError, match="protocol=authors is not defined for task=link_prediction on dataset=edge"):
+        pipelines.run(compose_config(*base, "protocol=authors"))
+    pipelines.run(compose_config(*base, "task.split=read_back", "dataset.parallel_edges=true"))
+    pipelines.run(compose_config(*base))
+    runs = mlflow.search_runs(experiment_names=["link_prediction"], order_by=["attributes.start_time ASC"])
+    leaky, clean = (runs.iloc[i] for i in (0, 1))
+    assert leaky["metrics.split_positives_in_residual"] > 0 and clean["metrics.split_positives_in_residual"] == 0
+    assert leaky["metrics.split_positives"] > clean["metrics.split_positives"] == 450
+    assert list(runs["params.task.split"]) == ["read_back", "leak_free"]

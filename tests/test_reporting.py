@@ -7,6 +7,7 @@ import math
 import pytest
 from mlflow.tracking import MlflowClient
 
+from igel_exp.errors import ConfigError
 from igel_exp.identity import HASH_TAG
 from igel_exp.plan import load_plan
 from igel_exp.reporting import Aggregate, Missing, _number, aggregate, build_table, load_runs
@@ -75,8 +76,8 @@ def correlations(experiments_dir, store_uri):
 
 def test_aggregate_is_mean_sample_std_and_count():
     three = aggregate([0.5, 0.7, 0.9])
-    assert (three.mean, three.std, three.n) == pytest.approx((0.7, 0.2, 3))
-    assert aggregate([0.3, math.nan]) == Aggregate(0.3, None, 1)
+    assert (three.mean, three.std, three.n, three.low, three.high) == pytest.approx((0.7, 0.2, 3, 0.5, 0.9))
+    assert aggregate([0.3, math.nan]) == Aggregate(0.3, None, 1, 0.3, 0.3)
     assert aggregate([]) is None
 
 
@@ -93,10 +94,10 @@ def test_seeds_of_a_config_are_aggregated_once_each(correlations):
     plan, uri = correlations
     table = build_table(plan, load_runs(uri, plan.experiments))
     assert table.rows == [(1,), (2,)]
-    first, second = table.cells[0, "PageRank"], table.cells[1, "PageRank"]
+    first, second = table.cells[0, "PageRank", "faithful"], table.cells[1, "PageRank", "faithful"]
     assert (first.ours.mean, first.ours.std, first.ours.n) == pytest.approx((0.7, 0.2, 3))
     assert first.paper == 0.5 and first.diff == pytest.approx(0.2)
-    assert second.ours == Aggregate(0.3, None, 1) and second.paper is None and second.diff is None
+    assert second.ours == Aggregate(0.3, None, 1, 0.3, 0.3) and second.paper is None and second.diff is None
 
 
 def test_missing_runs_are_named_with_the_reason(correlations):
@@ -116,7 +117,7 @@ def test_runs_made_under_settings_that_have_changed_since_are_named(correlations
     assert table.missing[-1] == Missing(
         "encoder.distance=2 seed=2", "not run with the current config (a finished run of it has other trainer.lr)"
     )
-    assert table.cells[1, "PageRank"].ours.n == 1  # and it does not count
+    assert table.cells[1, "PageRank", "faithful"].ours.n == 1  # and it does not count
 
 
 def test_markdown_shows_paper_ours_and_difference_and_what_is_missing(correlations, capsys):
@@ -190,9 +191,9 @@ def test_best_point_is_chosen_on_the_validation_mean_never_on_test(experiments_d
         validation, score = scores[job.config.trainer.dim, job.config.seed]
         store.log(job, {"val_score": validation, "test_score": score})
     table = build_table(plan, load_runs(store_uri, plan.experiments))
-    cell = table.cells[0, "Test"]
+    cell = table.cells[0, "Test", "faithful"]
     assert cell.ours.mean == pytest.approx(test) and cell.ours.n == 2
-    assert cell.chosen == f"trainer.dim={dim}" and table.cells[0, "Validation"].chosen == cell.chosen
+    assert cell.chosen == f"trainer.dim={dim}" and table.cells[0, "Validation", "faithful"].chosen == cell.chosen
     assert cell.diff == pytest.approx(test - 0.9)
 
 
@@ -210,7 +211,9 @@ def test_select_chooses_per_cell_within_a_column_filter(experiments_dir, store_u
         chosen = job.config.trainer.dim == best[job.config.dataset.name]
         store.log(job, {"val_score": 0.9 if chosen else 0.1, "test_score": float(job.config.trainer.dim)})
     table = build_table(plan, load_runs(store_uri, plan.experiments))
-    assert table.cells[0, "Plain"].ours.mean == 4.0 and table.cells[0, "Cloned"].ours.mean == 8.0
+    assert (
+        table.cells[0, "Plain", "faithful"].ours.mean == 4.0 and table.cells[0, "Cloned", "faithful"].ours.mean == 8.0
+    )
 
 
 def test_paper_rows_outside_the_sweep_are_noted(experiments_dir, store_uri):
@@ -245,3 +248,57 @@ def test_report_errors_are_one_line(experiments_dir, capsys):
     assert capsys.readouterr().err.strip() == (
         f"igel-report: error: no table 'nope' in {experiments_dir.folder}; valid tables: all, correlations"
     )
+
+
+# --- both protocols side by side, and the verdict -----------------------------------------------------------
+
+BOTH = {**CORRELATIONS, "verdict": {"authors": "their code did X", "ruled_out": "Y and Z"}}
+
+
+@pytest.mark.parametrize(
+    "faithful, authors, verdict",
+    [
+        ([0.1, 0.2], [0.45, 0.55], "reproduced only on the authors' path (faithful 0/1, authors' path 1/1 cells within"
+         " our range over seeds): their code did X"),
+        ([0.4996, 0.3], [0.45, 0.55], "reproduced (faithful 1/1, authors' path 1/1 cells within our range over seeds)"),
+        ([0.1, 0.2], [0.6, 0.7], "not reproduced (faithful 0/1, authors' path 0/1 cells within our range over seeds);"
+         " ruled out: Y and Z"),
+    ],
+)  # fmt: skip
+def test_both_protocols_are_shown_beside_the_paper_with_a_verdict(
+    experiments_dir, store_uri, capsys, faithful, authors, verdict
+):
+    path = experiments_dir("both", {"protocol": "faithful,authors", "encoder.distance": "1", "seed": "range(2)"}, BOTH)
+    plan = load_plan(path, "full")
+    assert plan.protocols == ["faithful", "authors"] and len(plan.jobs) == 4
+    store = Store(store_uri)
+    values = {"faithful": faithful, "authors": authors}
+    for job in plan.jobs:
+        store.log(job, {"spearman_pagerank": values[job.config.protocol][job.config.seed]})
+    assert report_main(["both", "--experiments", str(path.parent), "--tracking-uri", store_uri]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "| encoder.distance | PageRank paper | PageRank ours | PageRank ours (authors' path) |" in lines
+    row = next(line for line in lines if line.startswith("| 1 |"))
+    assert row.count("(n=2)") == 2 and row.startswith("| 1 | 0.500 |")
+    assert lines[-1] == f"Verdict: {verdict}"
+
+
+def test_csv_lists_each_protocol_with_its_range_and_match(experiments_dir, store_uri, tmp_path):
+    path = experiments_dir("both", {"protocol": "faithful,authors", "encoder.distance": "1", "seed": "range(2)"}, BOTH)
+    plan = load_plan(path, "full")
+    store = Store(store_uri)
+    for job in plan.jobs:
+        store.log(job, {"spearman_pagerank": (0.4, 0.6)[job.config.seed] if job.config.protocol == "authors" else 0.1})
+    output = tmp_path / "both.csv"
+    assert report_main(["--experiments", str(path.parent), "--tracking-uri", store_uri, "-o", str(output)]) == 0
+    rows = list(csv.DictReader(io.StringIO(output.read_text())))
+    assert [(row["protocol"], row["min"], row["max"], row["matched"]) for row in rows] == [
+        ("faithful", "0.1", "0.1", "false"),
+        ("authors", "0.4", "0.6", "true"),
+    ]
+
+
+def test_a_sweep_over_a_protocol_the_experiment_lacks_is_refused_when_planned(experiments_dir):
+    path = experiments_dir("ppi", {"protocol": "faithful,authors", "seed": "0"}, CORRELATIONS, experiment="ppi")
+    with pytest.raises(ConfigError, match=r"ppi.yaml with protocol=authors seed=0: protocol=authors is not defined"):
+        load_plan(path, "full")

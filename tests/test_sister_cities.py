@@ -169,8 +169,9 @@ def test_reproduction_files_sweep_every_paper_cell(name, rows, cells):
     assert plan.name == "sister_cities" and plan.task.name == "sister_cities" and params.seed == "range(5)"
     assert list(plan.reproduce.rows) == rows
     grid = {(int(a),) for a in params["encoder.distance"].split(",")}
+    assert list(params)[0] == "protocol" and params.protocol == "faithful,authors"  # both paths, one after the other
     if "task.k" in params:
-        assert list(params)[0] == "task.k"  # k varies slowest: (α, seed) trained before k=6, 7 reuse it
+        assert list(params)[1] == "task.k"  # then k: (α, seed) trained before k=6, 7 reuse it
         grid = {(a, int(k)) for (a,) in grid for k in params["task.k"].split(",")}
     paper = {tuple(entry[key] for key in rows) for entry in plan.reproduce.paper}
     assert paper == grid and len(paper) == cells

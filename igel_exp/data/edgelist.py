@@ -40,12 +40,20 @@ class GraphReport:
         }
 
 
-def simple_graph(sources: np.ndarray, targets: np.ndarray, names: list, source: str) -> tuple[ig.Graph, GraphReport]:
-    """Undirected simple graph on len(names) vertices; self loops dropped, repeated or reversed pairs merged."""
+def simple_graph(
+    sources: np.ndarray, targets: np.ndarray, names: list, source: str, parallel_edges: bool = False
+) -> tuple[ig.Graph, GraphReport]:
+    """Undirected simple graph on len(names) vertices; self loops dropped, repeated or reversed pairs merged.
+
+    With `parallel_edges` every pair is an edge, in the order given, as igraph's Read_Ncol reads a file: repeated
+    or reversed pairs stay parallel edges (dataset.parallel_edges; self loops are still dropped).
+    """
     sources, targets = np.asarray(sources, dtype=np.int64), np.asarray(targets, dtype=np.int64)
     loops = sources == targets
     low, high = np.minimum(sources, targets)[~loops], np.maximum(sources, targets)[~loops]
-    pairs = np.unique(np.stack([low, high], axis=1), axis=0) if len(low) else np.empty((0, 2), dtype=np.int64)
+    pairs = np.stack([low, high], axis=1) if len(low) else np.empty((0, 2), dtype=np.int64)
+    if not parallel_edges:
+        pairs = np.unique(pairs, axis=0)
     graph = ig.Graph(n=len(names), edges=pairs, directed=False)
     graph.vs["name"] = [str(name) for name in names]  # igraph reads integer names as vertex ids
     report = GraphReport(
@@ -66,12 +74,15 @@ def simple_graph(sources: np.ndarray, targets: np.ndarray, names: list, source: 
     return graph, report
 
 
-def read_edgelist(path: str | Path, node_ids: str = "int") -> tuple[ig.Graph, GraphReport]:
-    """Read a whitespace-separated edge list (plain or .gz, '#' comments) into a simple undirected graph.
+def read_edgelist(
+    path: str | Path, node_ids: str = "int", parallel_edges: bool = False
+) -> tuple[ig.Graph, GraphReport]:
+    """Read a whitespace-separated edge list (plain or .gz, '#' comments) into a simple undirected graph (with
+    `parallel_edges`, repeated or reversed lines stay parallel edges, as igraph's Read_Ncol reads them).
 
     Node ids are integers (`node_ids="int"`) or any tokens (`"token"`); either way vertices are numbered in
-    order of first appearance and keep their id as the "name" attribute. Columns after the second (weights)
-    are ignored. Malformed files raise DataError naming the file and line.
+    order of first appearance, as Read_Ncol numbers them, and keep their id as the "name" attribute. Columns after
+    the second (weights) are ignored. Malformed files raise DataError naming the file and line.
     """
     path = readable_file(Path(path), "edge list")
     if node_ids not in NODE_ID_KINDS:
@@ -82,8 +93,7 @@ def read_edgelist(path: str | Path, node_ids: str = "int") -> tuple[ig.Graph, Gr
     except OSError as error:  # unreadable, or gone since it was checked
         raise DataError(f"{path}: cannot read it ({error.strerror or error})") from None
     ends, names = pd.factorize(pd.Series(np.column_stack(columns).ravel()), sort=False)
-    graph, report = simple_graph(ends[0::2], ends[1::2], names.tolist(), str(path))
-    return graph, report
+    return simple_graph(ends[0::2], ends[1::2], names.tolist(), str(path), parallel_edges)
 
 
 def readable_file(path: Path, what: str) -> Path:

@@ -14,7 +14,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from igel_exp.data.edgelist import GraphReport, read_edgelist, readable_file, simple_graph
+from igel_exp.data.edgelist import GraphReport, read_edgelist, read_pairs, readable_file, simple_graph
 from igel_exp.data.sources import RemoteFile, fetch
 from igel_exp.errors import ConfigError, DataError
 
@@ -22,7 +22,7 @@ from igel_exp.errors import ConfigError, DataError
 @dataclass
 class Dataset:
     name: str
-    graph: ig.Graph  # simple, undirected; vertex attribute "name" holds the original node id as a string
+    graph: ig.Graph  # undirected, simple unless dataset.parallel_edges; vertex attribute "name": the node's id
     report: GraphReport
     nodes: pd.DataFrame | None = None  # per-vertex attributes (row i = vertex i), for datasets that have them
 
@@ -142,27 +142,47 @@ def _edgelist_path(config: Mapping[str, Any], context: DataContext | None = None
 @register("edgelist", check=_edgelist_path)
 def _edgelist(config: Mapping[str, Any], context: DataContext) -> Dataset:
     path = _edgelist_path(config)
-    graph, report = read_edgelist(path, config.get("node_ids", "int"))
+    graph, report = read_edgelist(path, config.get("node_ids", "int"), bool(config.get("parallel_edges", False)))
     return Dataset(path.name, graph, report)
 
 
 @register("facebook")
 def _facebook(config: Mapping[str, Any], context: DataContext) -> Dataset:
-    graph, report = read_edgelist(fetch(FILES["facebook"], context.root, context.download))
+    path = fetch(FILES["facebook"], context.root, context.download)
+    graph, report = read_edgelist(path, parallel_edges=bool(config.get("parallel_edges", False)))
     return Dataset("facebook", graph, report)
 
 
 @register("astroph")
 def _astroph(config: Mapping[str, Any], context: DataContext) -> Dataset:
-    """arXiv AstroPh from SNAP's file, or the derived one-line-per-edge copy when that is what the root has."""
+    """arXiv AstroPh from SNAP's file, or the derived one-line-per-edge copy when that is what the root has.
+
+    With dataset.parallel_edges every pair of SNAP's listing is two parallel edges, as Read_Ncol reads SNAP's file
+    (each pair on two lines, u v and v u); from the derived copy, its lines and their reverses are listed in an
+    order drawn from the run's seed, and numbered, as Read_Ncol would, by first appearance.
+    """
+    parallel = bool(config.get("parallel_edges", False))
     derived = FILES["astroph_derived"]
     if (context.root / derived.path).exists() and not (context.root / FILES["astroph"].path).exists():
         path = fetch(derived, context.root, download=False)
-        edges, report = read_edgelist(path)
+        if parallel:
+            graph, report = _both_ways(path, context.seed)
+        else:
+            graph, report = read_edgelist(path)
         # the only node of SNAP's file that has nothing but a self loop, lost when self loops were removed
-        return Dataset("astroph", _with_isolated(edges, report, ASTROPH_SELF_LOOP_ONLY_NODE), report)
-    graph, report = read_edgelist(fetch(FILES["astroph"], context.root, context.download))
+        return Dataset("astroph", _with_isolated(graph, report, ASTROPH_SELF_LOOP_ONLY_NODE), report)
+    path = fetch(FILES["astroph"], context.root, context.download)
+    graph, report = read_edgelist(path, parallel_edges=parallel)
     return Dataset("astroph", graph, report)
+
+
+def _both_ways(path: Path, seed: int) -> tuple[ig.Graph, GraphReport]:
+    """The edge list's pairs each listed twice, u v and v u, in a random order, read with parallel edges."""
+    sources, targets = read_pairs(path)
+    lines = np.concatenate([np.column_stack([sources, targets]), np.column_stack([targets, sources])])
+    lines = lines[np.random.default_rng(seed).permutation(len(lines))]
+    ends, names = pd.factorize(pd.Series(lines.ravel()), sort=False)
+    return simple_graph(ends[0::2], ends[1::2], [str(name) for name in names], str(path), parallel_edges=True)
 
 
 def _with_isolated(graph: ig.Graph, report: GraphReport, name: str) -> ig.Graph:

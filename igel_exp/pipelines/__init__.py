@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 from igel_exp import schema
 from igel_exp.data import DataContext, check_dataset, resolve_data_root
 from igel_exp.errors import ConfigError
+from igel_exp.protocol import check_protocol
 from igel_exp.training import resolve_device, seed_everything
 
 Pipeline = Callable[[DictConfig], dict[str, float]]
@@ -54,6 +55,7 @@ def check(config: DictConfig) -> DictConfig:
     name = config.task.name
     if name not in PIPELINES:
         raise ConfigError(f"task.name={name!r} is unknown; valid tasks: {', '.join(sorted(PIPELINES))}")
+    check_protocol(config)  # a protocol without switches for this experiment is refused
     check_dataset(config.dataset, data_context(config))
     resolve_device(config.trainer.device)
     for function in CHECKS.get(name, []):

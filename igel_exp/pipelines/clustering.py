@@ -35,7 +35,8 @@ def clustering(config: DictConfig) -> dict[str, float]:
             selection = kmeans_by_modularity(graph, embeddings, ks, config.seed, config.task.kmeans_n_init)
             with igraph_seed(config.seed):
                 communities, louvain_modularity = louvain(graph)
-            correlations = centrality_correlations(graph, embeddings)
+            neighbourhood = config.task.get("score_neighbourhood", "open")
+            correlations = centrality_correlations(graph, embeddings, neighbourhood)
         for k, value in zip(selection.ks, selection.modularity, strict=True):
             logger.metrics({"modularity_by_k": value}, step=k)
         metrics = {
@@ -55,7 +56,7 @@ def clustering(config: DictConfig) -> dict[str, float]:
                     "name": graph.vs["name"],
                     "cluster": selection.best_labels,
                     "louvain": communities,
-                    "neighbour_similarity": neighbour_similarity(graph, embeddings),
+                    "neighbour_similarity": neighbour_similarity(graph, embeddings, neighbourhood),
                 }
             ),
             "nodes.csv",

@@ -15,7 +15,7 @@ from igel_exp.data import Dataset, load_dataset
 from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import ConfigError
 from igel_exp.memory import MemoryBudget, PeakMeter
-from igel_exp.models import FreeEmbedding, IGELEmbedding, embed_all
+from igel_exp.models import FreeEmbedding, IGELEmbedding, distance_scaled_weight, embed_all
 from igel_exp.pipelines import data_context
 from igel_exp.saved_model import IGELModel
 from igel_exp.tracking import RunLogger
@@ -111,8 +111,9 @@ def build_encoder(config: DictConfig, progress: bool) -> IGELEncoder | None:
     threads as torch (the `threads` config key)."""
     if config.name != "igel":
         return None
+    encoded = config.get("encoded_distance")
     return IGELEncoder(
-        distance=config.distance,
+        distance=config.distance if encoded is None else encoded,
         transform=config.transform,
         normalise=config.normalise,
         relative_degrees=config.relative_degrees,
@@ -143,6 +144,7 @@ def train_unsupervised(
             {"features": encoder.n_features, "features_nnz": features.nnz, "max_degree": encoder.max_degree_}
         )
         model = IGELEmbedding(features, trainer_config.dim)
+        initialise_weight(model, config.encoder, encoder, config.seed)
     log.info("training on %s", device)
     logger.tags({"device": device})
     neighbours = CSRGraph.from_igraph(graph)
@@ -174,6 +176,34 @@ def train_unsupervised(
     return embed_all(model, device)
 
 
+def initialise_weight(model: IGELEmbedding, settings: DictConfig, encoder: IGELEncoder, seed: int) -> None:
+    """encoder.weight_init: `normal` keeps the model's own; `distance_scaled` is the authors' W at encoder.distance's
+    size and scale (models.distance_scaled_weight); rows of structures the graph lacks stay zero either way.
+
+    The authors' W is drawn right after seeding torch with the run's seed, as their notebook seeded before building
+    each model (nur-ag/IGEL notebooks/ClusteringExperiments.ipynb, train_igel_embeddings: set_seed(seed)); the
+    logit's scale and bias are torch's next two draws (trainer.logit_init=uniform). So with their seed, 1, both
+    start where theirs did.
+    """
+    how = settings.get("weight_init", "normal")
+    if how == "normal":
+        return
+    if how != "distance_scaled":
+        raise ConfigError(f"encoder.weight_init={how!r} is not one of normal, distance_scaled")
+    torch.manual_seed(seed)
+    weight = distance_scaled_weight(
+        settings.distance,
+        encoder.max_degree_,
+        model.weight.shape[1],
+        encoder.distance,
+        blocks=3 if encoder.relative_degrees else 1,
+    )
+    with torch.no_grad():
+        unseen = model.weight.abs().sum(dim=1) == 0  # IGELEmbedding zeroes the rows no node has
+        model.weight.copy_(weight.to(model.weight))
+        model.weight[unseen] = 0.0
+
+
 def skipgram_trainer(
     settings: DictConfig, graph: CSRGraph, device: torch.device, seed: int, progress: bool
 ) -> SkipGramTrainer:
@@ -188,6 +218,7 @@ def skipgram_trainer(
         seed=seed,
         noise=noise_distribution(graph, settings.noise),
         logit_affine=settings.get("logit_affine", True),
+        logit_init=settings.get("logit_init", "fixed"),
         progress=progress,
         batch_scale=settings.get("batch_scale", 1),
         cuda_graphs=settings.get("cuda_graphs", True),

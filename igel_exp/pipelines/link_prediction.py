@@ -13,10 +13,16 @@ from omegaconf import DictConfig
 
 from igel_exp.data import Dataset
 from igel_exp.data.sources import user_cache_dir
-from igel_exp.errors import DataError
+from igel_exp.errors import ConfigError, DataError
 from igel_exp.pipelines import pipeline
 from igel_exp.pipelines.common import Stages, build_encoder, load, train_unsupervised
-from igel_exp.tasks.link_prediction import EdgeSplit, check_split, link_prediction_scores, split_edges
+from igel_exp.tasks.link_prediction import (
+    EdgeSplit,
+    check_split,
+    link_prediction_scores,
+    read_back_split,
+    split_edges,
+)
 from igel_exp.tracking import tracked_run
 
 log = logging.getLogger(__name__)
@@ -66,9 +72,18 @@ def cached_split(dataset: Dataset, fraction: float, seed: int, cache: Path | Non
 _PARTS = ("residual", "positives", "negatives")
 
 
+SPLITS = ("leak_free", "read_back")
+
+
 def configured_split(dataset: Dataset, config: DictConfig) -> tuple[EdgeSplit, str, bool]:
-    """cached_split with the run's settings: task.removed_fraction, seed and task.split_cache."""
+    """The split task.split asks for with the run's settings (task.removed_fraction, seed, task.split_cache):
+    leak-free and cached, or the authors' read-back path (quick to redo: not cached); (split, name, cache hit)."""
     task = config.task
+    how = task.get("split", "leak_free")
+    if how == "read_back":
+        return read_back_split(dataset.graph, task.removed_fraction, config.seed), "read_back", False
+    if how != "leak_free":
+        raise ConfigError(f"task.split={how!r} is not one of {', '.join(SPLITS)}")
     cache = Path(task.split_cache).expanduser() if task.split_cache else None
     return cached_split(dataset, task.removed_fraction, config.seed, cache)
 

@@ -45,6 +45,7 @@ def sister_cities(config: DictConfig) -> dict[str, float]:
         with stages("load"):
             dataset = load(config)
         nodes = _node_table(dataset.nodes, config.dataset.name)
+        counted = _counted(nodes, config.task)
         counts = {key: value for key, value in dataset.report.extra.items() if isinstance(value, int)}
         logger.metrics({**dataset.report.as_metrics(), **counts})  # directed pairs, rows missing or duplicated
         embeddings = _embeddings(dataset, config, encoder, logger, stages)
@@ -54,8 +55,9 @@ def sister_cities(config: DictConfig) -> dict[str, float]:
             labels = selection.labels[k]
             listed = graph["directed_pairs"] if "directed_pairs" in graph.attributes() else None
             scores = rankings(graph, listed, config.task.ranking_graph)
-            capitals = capital_scores(labels, nodes["capital"].to_numpy(), scores)
-            correlations = centrality_correlations(graph, embeddings)
+            capitals = capital_scores(labels, nodes["capital"].to_numpy(), scores, counted)
+            neighbourhood = config.task.get("score_neighbourhood", "open")
+            correlations = centrality_correlations(graph, embeddings, neighbourhood)
         metrics = {
             "capitals": int(nodes["capital"].sum()),
             **capitals,
@@ -69,7 +71,7 @@ def sister_cities(config: DictConfig) -> dict[str, float]:
             cluster=labels,
             degree=scores["degree"],
             pagerank=scores["pagerank"],
-            neighbour_similarity=neighbour_similarity(graph, embeddings),
+            neighbour_similarity=neighbour_similarity(graph, embeddings, neighbourhood),
         )
         logger.table(table, "nodes.csv")
         positive = capital_cluster(labels, nodes["capital"].to_numpy())
@@ -114,6 +116,17 @@ def _embeddings(
     logger.array(embeddings, reuse.ARTIFACT)
     logger.tags({reuse.KEY_TAG: key})
     return embeddings
+
+
+CLUSTER_MEMBERS = ("all", "in_table")
+
+
+def _counted(nodes: pd.DataFrame, task: DictConfig) -> np.ndarray | None:
+    """The cities that count as members of C: all, or (task.cluster_members=in_table) those with a node-table row."""
+    members = task.get("cluster_members", "all")
+    if members not in CLUSTER_MEMBERS:
+        raise ConfigError(f"task.cluster_members={members!r} is not one of {', '.join(CLUSTER_MEMBERS)}")
+    return nodes["in_table"].to_numpy() if members == "in_table" else None
 
 
 def _node_table(nodes: pd.DataFrame | None, name: str) -> pd.DataFrame:

@@ -48,15 +48,26 @@ def top_n_f1(scores: np.ndarray, truth: np.ndarray, n: int) -> float:
     return 2.0 * float(true_positives) / (n + int(truth.sum()))
 
 
-def capital_scores(labels: np.ndarray, capitals: np.ndarray, rankings: Mapping[str, np.ndarray]) -> dict[str, float]:
+def capital_scores(
+    labels: np.ndarray,
+    capitals: np.ndarray,
+    rankings: Mapping[str, np.ndarray],
+    counted: np.ndarray | None = None,
+) -> dict[str, float]:
     """Table SisterCitiesF1Scores for one clustering: |C|, the F1 of C, the F1 of the top-|C| nodes by each
     ranking (keys "degree", "pagerank", …) and the gain of C over the degree ranking, in percent.
 
-    labels: (|V|,) cluster ids; capitals: (|V|,) bool; rankings: name → (|V|,) scores, higher first.
+    labels: (|V|,) cluster ids; capitals: (|V|,) bool; rankings: name → (|V|,) scores, higher first; counted:
+    (|V|,) bool, the nodes that count as members of C (default all; every capital must be one), which fixes |C|.
     """
     labels, capitals = _check(labels, capitals)
     cluster = capital_cluster(labels, capitals)
     members = labels == cluster
+    if counted is not None:
+        counted = np.asarray(counted, dtype=bool)
+        if counted.shape != capitals.shape or (capitals & ~counted).any():
+            raise ValueError("`counted` must be a (|V|,) mask that includes every capital")
+        members &= counted
     size = int(members.sum())
     result = {
         "cluster_size": float(size),

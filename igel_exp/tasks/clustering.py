@@ -53,9 +53,17 @@ def louvain(graph: ig.Graph) -> tuple[np.ndarray, float]:
     return np.asarray(partition.membership), float(partition.modularity)
 
 
-def neighbour_similarity(graph: ig.Graph, embeddings: np.ndarray) -> np.ndarray:
-    """Per node, the sum of dot products between its embedding and its neighbours' (Appendix B)."""
-    return np.einsum("ij,ij->i", adjacency(graph).astype(embeddings.dtype) @ embeddings, embeddings)
+NEIGHBOURHOODS = ("open", "closed")
+
+
+def neighbour_similarity(graph: ig.Graph, embeddings: np.ndarray, neighbourhood: str = "open") -> np.ndarray:
+    """Per node v, the sum of dot products between e_v and the embeddings of its neighbours (Appendix B): each
+    neighbour once, parallel edges or not; `closed` adds v itself (e_v·e_v), as the authors' notebook summed over
+    igraph's neighborhood(v, 1)."""
+    if neighbourhood not in NEIGHBOURHOODS:
+        raise ConfigError(f"task.score_neighbourhood={neighbourhood!r} is not one of {', '.join(NEIGHBOURHOODS)}")
+    scores = np.einsum("ij,ij->i", adjacency(graph).astype(embeddings.dtype) @ embeddings, embeddings)
+    return scores + np.einsum("ij,ij->i", embeddings, embeddings) if neighbourhood == "closed" else scores
 
 
 def centralities(graph: ig.Graph) -> dict[str, np.ndarray]:
@@ -85,9 +93,10 @@ def closeness(graph: ig.Graph) -> np.ndarray:
     return (n - 1) / np.maximum(distances + (n - reachable) * n, 1)
 
 
-def centrality_correlations(graph: ig.Graph, embeddings: np.ndarray) -> dict[str, float]:
-    """Spearman ρ (and p-value) between node-to-neighbours similarity and each centrality."""
-    score = neighbour_similarity(graph, embeddings)
+def centrality_correlations(graph: ig.Graph, embeddings: np.ndarray, neighbourhood: str = "open") -> dict[str, float]:
+    """Spearman ρ (and p-value) between node-to-neighbours similarity (`neighbourhood`: open or closed) and each
+    centrality, computed on `graph` as it is (parallel edges count in PageRank, betweenness and degree)."""
+    score = neighbour_similarity(graph, embeddings, neighbourhood)
     result = {}
     for name, values in centralities(graph).items():
         rho, p_value = spearmanr(score, values)

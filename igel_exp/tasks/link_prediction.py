@@ -8,6 +8,9 @@ by ROC AUC on the other half.
 
 Leak-free by construction: pairs are stored as sorted (u < v) vertex pairs, positives are exactly the
 removed edges, negatives are checked against the full edge set in both orientations.
+
+`read_back_split` re-enacts the authors' data path instead (task.split=read_back): their residual graph went through
+a file and back, and positives were matched as oriented (id, id) pairs, so that residual edges leak into them.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 
 import igraph as ig
 import numpy as np
+import pandas as pd
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.pipeline import make_pipeline
@@ -29,20 +33,26 @@ class EdgeSplit:
     """Vertex pairs (k × 2, u < v) of a link-prediction split of a graph with `n_nodes` vertices."""
 
     n_nodes: int
-    residual: np.ndarray  # the edges kept: the graph embeddings are learned on
+    residual: np.ndarray  # the edges kept: the graph embeddings are learned on (parallel copies repeated)
     positives: np.ndarray  # the removed edges
     negatives: np.ndarray  # pairs that are not edges of the full graph
+    vertices: np.ndarray | None = None  # the full graph's vertex of each split vertex; None: the same numbering
 
     def residual_graph(self, names: list[str]) -> ig.Graph:
+        """The residual graph; `names`: the full graph's vertex names."""
         graph = ig.Graph(n=self.n_nodes, edges=self.residual, directed=False)
-        graph.vs["name"] = names
+        graph.vs["name"] = (
+            list(names) if self.vertices is None else np.asarray(names, dtype=object)[self.vertices].tolist()
+        )
         return graph
 
     def sizes(self) -> dict[str, int]:
+        residual = np.unique(pair_keys(self.residual, self.n_nodes))
         return {
             "split_residual_edges": len(self.residual),
             "split_positives": len(self.positives),
             "split_negatives": len(self.negatives),
+            "split_positives_in_residual": int(_member(pair_keys(self.positives, self.n_nodes), residual).sum()),
         }
 
 
@@ -60,10 +70,17 @@ def pair_keys(pairs: np.ndarray, n_nodes: int) -> np.ndarray:
 def split_edges(graph: ig.Graph, fraction: float, seed: int) -> EdgeSplit:
     """Remove `fraction` of the edges at random, never an edge of a random spanning forest, and sample as
     many non-edges. Depends only on the graph and the seed."""
+    rng = np.random.default_rng(seed)
+    edges, removed = _removed_edges(graph, fraction, rng)
+    negatives = sample_non_edges(edges, graph.vcount(), int(removed.sum()), rng)
+    return EdgeSplit(graph.vcount(), edges[~removed], edges[removed], negatives)
+
+
+def _removed_edges(graph: ig.Graph, fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The graph's edges (sorted pairs, in edge order; parallel copies each) and a mask of the `fraction` of them
+    removed at random, never an edge of a random spanning forest: the residual graph keeps its components."""
     if not 0.0 < fraction < 1.0:
         raise ConfigError(f"task.removed_fraction must be in (0, 1), got {fraction!r}")
-    rng = np.random.default_rng(seed)
-    n = graph.vcount()
     edges = sorted_pairs(graph.get_edgelist())
     removed_count = round(fraction * len(edges))
     # the minimum spanning forest under random weights is a random spanning forest
@@ -77,8 +94,51 @@ def split_edges(graph: ig.Graph, fraction: float, seed: int) -> EdgeSplit:
         )
     removed = np.zeros(len(edges), dtype=bool)
     removed[rng.choice(removable, size=removed_count, replace=False)] = True
-    negatives = sample_non_edges(edges, n, removed_count, rng)
-    return EdgeSplit(n, edges[~removed], edges[removed], negatives)
+    return edges, removed
+
+
+def read_back_split(graph: ig.Graph, fraction: float, seed: int) -> EdgeSplit:
+    """The authors' link-prediction data path (nur-ag/IGEL src/link_prediction.py:57-93, src/graph.py:6-93) on
+    `graph` as their loader built it (dataset.parallel_edges=true): vertices numbered as igraph's Read_Ncol numbered
+    the file, one edge per line, in file order. The split's vertices are those of the residual graph read back.
+
+    `fraction` of the edges (parallel copies counted one by one) are removed, never an edge of a random spanning
+    forest (they removed edges one at a time and put back any whose removal disconnected its ends). The residual
+    graph is written as write_ncol writes it (each edge from its lower-numbered end, in edge order) and read back,
+    which numbers the vertices anew by first appearance. Positives: the full graph's (id, id) pairs, oriented by
+    the full graph's numbering, that are not a residual pair oriented by the new one; a residual edge whose ends
+    swapped order is one (the leak). Negatives: as many random (id, id) pairs of residual vertices, self pairs
+    included, that are neither, in that orientation (generate_negative_edges).
+    """
+    rng = np.random.default_rng(seed)
+    n = graph.vcount()
+    ends, removed = _removed_edges(graph, fraction, rng)
+    codes, vertices = pd.factorize(ends[~removed].ravel(), sort=False)  # Read_Ncol's numbering of the file
+    residual = codes.reshape(-1, 2)
+    n_read = len(vertices)
+
+    def oriented(pairs: np.ndarray) -> np.ndarray:  # (id, id) of read-back pairs, oriented by the new numbering
+        ordered = np.sort(pairs, axis=1)
+        return vertices[ordered[:, 0]] * n + vertices[ordered[:, 1]]
+
+    known = np.unique(oriented(residual))
+    full = ends[:, 0] * n + ends[:, 1]  # igraph lists an edge from its lower-numbered end
+    positives = full[~np.isin(full, known)]
+    known = np.union1d(known, positives)
+    negatives = np.empty(0, dtype=np.int64)
+    while len(negatives) < len(positives):
+        draws = rng.integers(n_read, size=(2 * (len(positives) - len(negatives)) + 16, 2))
+        keys = vertices[draws[:, 0]] * n + vertices[draws[:, 1]]
+        negatives = np.concatenate([negatives, keys[~np.isin(keys, known)]])
+    index = pd.Index(vertices)
+
+    def renumber(keys: np.ndarray) -> np.ndarray:  # to the residual graph's numbering; lost end points drop a pair
+        pairs = index.get_indexer(np.stack([keys // n, keys % n], axis=1).ravel()).reshape(-1, 2)
+        return pairs[(pairs >= 0).all(axis=1)]
+
+    return EdgeSplit(
+        n_read, sorted_pairs(residual), renumber(positives), renumber(negatives[: len(positives)]), vertices
+    )
 
 
 def sample_non_edges(edges: np.ndarray, n_nodes: int, count: int, rng: np.random.Generator) -> np.ndarray:

@@ -1,0 +1,239 @@
+"""protocol=: the authors' code path as ordinary switches of the boxes, its refusal where it is not defined, the
+identity of faithful runs (unchanged by the keys it added), and each switch on small real graphs and real data."""
+
+import math
+import subprocess
+import sys
+from collections import Counter
+
+import igraph as ig
+import mlflow
+import numpy as np
+import pytest
+import torch
+
+from igel_exp import pipelines
+from igel_exp.data import DataContext, load_dataset
+from igel_exp.encoding import IGELEncoder
+from igel_exp.errors import ConfigError
+from igel_exp.identity import config_hash
+from igel_exp.models import FreeEmbedding, IGELEmbedding, distance_scaled_weight
+from igel_exp.pipelines.common import build_encoder, initialise_weight
+from igel_exp.tracking import PROTOCOL_TAG, flatten, tracked_run
+from igel_exp.training import SkipGramTrainer
+from igel_exp.walks import CSRGraph, epoch_walks
+
+from conftest import small_graphs
+
+# What protocol=authors sets per experiment (conf/specialise/protocol/), every other key as under faithful.
+AUTHORS = {
+    "clustering": {
+        "encoder.encoded_distance": 1,
+        "encoder.weight_init": "distance_scaled",
+        "trainer.logit_init": "uniform",
+        "task.score_neighbourhood": "closed",
+    },
+    "sister_cities": {
+        "dataset.parallel_edges": True,
+        "encoder.encoded_distance": 1,
+        "encoder.weight_init": "distance_scaled",
+        "trainer.logit_init": "uniform",
+        "task.score_neighbourhood": "closed",
+        "task.cluster_members": "in_table",
+        "task.ranking_graph": "directed",
+    },
+    "link_prediction": {"dataset.parallel_edges": True, "task.split": "read_back"},
+}
+# Hashes of faithful runs made before the protocol keys existed (HEAD f3ac0e9): they must still find their runs.
+FAITHFUL_HASHES = {
+    ("experiment=clustering", "encoder.distance=1", "seed=0"): "3485888182720f1f",
+    ("experiment=clustering", "encoder.distance=2", "seed=0"): "49a3a1afce311990",
+    ("experiment=sister_cities", "encoder.distance=2", "task.k=6", "seed=0"): "6b3b6722049e1536",
+    ("experiment=sister_cities", "encoder.distance=1", "task.k=5", "seed=0"): "fed15c98c0819fe4",
+    ("experiment=link_prediction", "dataset=facebook", "seed=0"): "f995c698420d1828",
+    ("experiment=link_prediction", "dataset=astroph", "encoder=deepwalk", "seed=0"): "78bd708282d06686",
+}
+
+
+def value(config, dotted: str):
+    node = config
+    for key in dotted.split("."):
+        node = node[key]
+    return node
+
+
+@pytest.mark.parametrize("experiment", sorted(AUTHORS))
+def test_the_authors_protocol_sets_only_its_switches(compose_config, experiment):
+    faithful, authors = (
+        compose_config(f"experiment={experiment}"),
+        compose_config(f"experiment={experiment}", "protocol=authors"),
+    )
+    assert (faithful.protocol, authors.protocol) == ("faithful", "authors")
+    for key, expected in AUTHORS[experiment].items():
+        assert value(authors, key) == expected, key
+    plain = lambda config: flatten(dict(config))  # noqa: E731
+    changed = {key for key, got in plain(authors).items() if plain(faithful).get(key) != got}
+    assert changed <= {"protocol", *AUTHORS[experiment]}
+
+
+@pytest.mark.parametrize("overrides, expected", sorted(FAITHFUL_HASHES.items()))
+def test_faithful_runs_keep_their_identity(compose_config, overrides, expected):
+    assert config_hash(compose_config(*overrides)) == expected
+    assert config_hash(compose_config(*overrides, "protocol=authors")) != expected
+
+
+def test_a_protocol_without_switches_is_refused_before_any_run(compose_config, store_uri):
+    config = compose_config("experiment=scalability", "protocol=authors", "dataset.num_nodes=64")
+    with pytest.raises(ConfigError) as error:
+        pipelines.run(config)
+    message = str(error.value)
+    assert message == (
+        "protocol=authors is not defined for task=scalability on dataset=erdos_renyi; it is defined for"
+        " experiment=clustering (dataset=miserables_cloned); experiment=link_prediction (dataset=astroph, facebook);"
+        " experiment=sister_cities (dataset=sister_cities)"
+    )
+    client = mlflow.MlflowClient(store_uri)
+    assert not client.search_runs([found.experiment_id for found in client.search_experiments()])  # no run made
+
+
+@pytest.mark.slow
+def test_igel_run_refuses_it_in_one_line(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "igel_exp.cli", "experiment=ppi", "protocol=authors"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("igel-run: error: protocol=authors is not defined for task=node_classification on")
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_runs_log_their_protocol_as_a_param_and_a_tag(compose_config, store_uri):
+    for protocol in ("faithful", "authors"):
+        with tracked_run(compose_config(f"protocol={protocol}"), "toy") as logger:
+            pass
+        run = mlflow.get_run(logger.run_id)
+        assert (run.data.params["protocol"], run.data.tags[PROTOCOL_TAG]) == (protocol, protocol)
+
+
+# --- the switches -------------------------------------------------------------------------------------------
+
+
+def authors_mapping_matrix(distance: int, max_degree_bound: int, matrix_size: int) -> torch.Tensor:
+    """nur-ag/IGEL src/structural.py@f1fd43d, StructuralMapper.mapping_matrix, line by line (CPU)."""
+    total_elements = (distance + 1) * max_degree_bound
+    matrix = torch.rand(total_elements, matrix_size)
+    matrix = (matrix - 0.5) / math.sqrt(matrix_size)
+    for i in range(1, total_elements):
+        degree = i % max_degree_bound
+        distance_i = i // max_degree_bound
+        matrix[i] *= (math.exp(distance_i) / math.log(degree + 1)) if degree else 0.0
+    return (matrix - matrix.mean(axis=0)) / matrix.std(axis=0)
+
+
+@pytest.mark.parametrize("distance, encoded", [(1, 1), (3, 1), (4, 2)])
+def test_distance_scaled_weight_is_the_authors_mapping_matrix(distance, encoded):
+    torch.manual_seed(7)
+    expected = authors_mapping_matrix(distance, 13, 5)
+    torch.manual_seed(7)
+    got = distance_scaled_weight(distance, 12, 5, encoded)
+    np.testing.assert_allclose(got.numpy(), expected[: (encoded + 1) * 13].numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ConfigError, match=r"encoder.encoded_distance \(3\) ≤ encoder.distance \(2\)"):
+        distance_scaled_weight(2, 12, 5, 3)
+
+
+def test_alpha_one_features_under_a_larger_alpha_get_their_rows_of_its_matrix(compose_config):
+    """encoded_distance=1 under distance=3: the α = 1 encoding, W the α = 1 rows of the α = 3 matrix."""
+    config = compose_config("protocol=authors", "encoder.distance=3")
+    graph = small_graphs()["zachary"]
+    encoder = build_encoder(config.encoder, False)
+    features = encoder.fit_transform(graph)
+    assert encoder.distance == 1 and features.shape[1] == 2 * 18
+    torch.manual_seed(0)
+    model = IGELEmbedding(features, 4)
+    initialise_weight(model, config.encoder, encoder, seed=1)
+    after = torch.rand(2)  # the logit's scale and bias are the next draws, as the authors' nn.Linear(1, 1)'s
+    torch.manual_seed(1)  # the authors' set_seed(1) before building the model
+    expected = authors_mapping_matrix(3, 18, 4)[: 2 * 18]
+    assert torch.equal(after, torch.rand(2))
+    seen = np.bincount(features.indices, minlength=36) > 0
+    np.testing.assert_allclose(model.weight.detach().numpy()[seen], expected.numpy()[seen], rtol=1e-5, atol=1e-6)
+    assert not model.weight.detach().numpy()[~seen].any()  # structures the graph lacks stay zero
+
+
+def first_epoch_loss(logit_init: str, torch_seed: int) -> float:
+    """One epoch of a tiny learning rate from fixed embeddings: the loss shows where the logit's a and b started."""
+    graph = small_graphs()["zachary"]
+    neighbours = CSRGraph.from_igraph(graph)
+    model = FreeEmbedding(graph.vcount(), 4)
+    with torch.no_grad():
+        model.table.weight.copy_(torch.linspace(-1, 1, graph.vcount() * 4).reshape(-1, 4))
+    trainer = SkipGramTrainer(1, 2000, 1e-9, 2, 2, torch.device("cpu"), seed=0, logit_init=logit_init, progress=False)
+    torch.manual_seed(torch_seed)
+    walks = lambda rng: epoch_walks(neighbours, 1, 10, rng)  # noqa: E731
+    return trainer.fit(model, walks)[0]
+
+
+def test_the_logit_starts_fixed_or_uniform_from_torch_seed():
+    fixed = {first_epoch_loss("fixed", seed) for seed in (1, 2)}
+    uniform = [first_epoch_loss("uniform", seed) for seed in (1, 2, 1)]
+    assert len(fixed) == 1  # a = 1, b = 0 whatever torch's generator holds
+    assert uniform[0] == uniform[2] != uniform[1] and fixed.isdisjoint(uniform)
+    with pytest.raises(ConfigError, match="trainer.logit_init='normal' is not one of fixed, uniform"):
+        SkipGramTrainer(1, 10, 0.1, 1, 1, torch.device("cpu"), seed=0, logit_init="normal")
+
+
+def induced_multigraph_counts(graph: ig.Graph, distance: int, width: int) -> list[Counter]:
+    """The authors' encoding (src/structural.py@f1fd43d compute_degree_mapping, use_distances): per node, the
+    (distance, degree) pairs of its ego graph as igraph's induced subgraph of the multigraph counts them."""
+    result = []
+    for v, ball in enumerate(graph.neighborhood(range(graph.vcount()), order=distance)):
+        ego = graph.induced_subgraph(ball)
+        centre = sorted(ball).index(v)
+        hops = [d[0] for d in ego.distances(target=centre)]
+        result.append(Counter(h * width + min(d, width - 1) for h, d in zip(hops, ego.degree(), strict=True)))
+    return result
+
+
+def with_parallel_edges(graph: ig.Graph, seed: int) -> ig.Graph:
+    edges = graph.get_edgelist()
+    rng = np.random.default_rng(seed)
+    extra = [edges[i] for i in rng.choice(len(edges), size=len(edges) // 2)]  # some twice or three times
+    return ig.Graph(n=graph.vcount(), edges=[*edges, *extra])
+
+
+@pytest.mark.parametrize("name", ["zachary", "miserables", "disconnected", "erdos_renyi"])
+@pytest.mark.parametrize("distance", [1, 2, 3])
+@pytest.mark.parametrize("on_ball", [False, True])
+def test_parallel_edges_count_in_the_ego_graph_degrees(name, distance, on_ball, monkeypatch):
+    if on_ball:  # every chunk works on the subgraph of its balls
+        monkeypatch.setattr("igel_exp.encoding._LOCAL_ABOVE", 0)
+        monkeypatch.setattr("igel_exp.encoding._LOCAL_SHARE", 1.0)
+    graph = with_parallel_edges(small_graphs()[name], seed=distance)
+    assert not graph.is_simple()
+    encoder = IGELEncoder(distance, chunk_size=5).fit(graph)
+    assert encoder.max_degree_ == max(graph.degree())
+    counts = encoder.counts(graph)
+    for v, expected in enumerate(induced_multigraph_counts(graph, distance, encoder.max_degree_ + 1)):
+        row = counts[v]
+        assert dict(zip(row.indices.tolist(), row.data.tolist(), strict=True)) == dict(expected)
+
+
+@pytest.mark.data
+def test_real_sister_cities_as_the_authors_read_it(data_root):
+    """19,761 edges; at α = 1, 182 groups of nodes share an encoding (11,015 nodes), and real α = 2 encodings
+    split 178 of them: the authors' label columns, which split none at any α, were made from α = 1 encodings."""
+    context = DataContext(data_root, download=False, seed=0)
+    graph = load_dataset({"name": "sister_cities", "parallel_edges": True}, context).graph
+    assert (graph.vcount(), graph.ecount()) == (11618, 19761)
+    rows = [IGELEncoder(alpha).fit(graph).counts(graph) for alpha in (1, 2)]
+    keys = [[row[v].indices.tobytes() + row[v].data.tobytes() for v in range(graph.vcount())] for row in rows]
+    groups: dict[bytes, list[int]] = {}
+    for v, key in enumerate(keys[0]):
+        groups.setdefault(key, []).append(v)
+    shared = [members for members in groups.values() if len(members) > 1]
+    assert (len(shared), sum(map(len, shared))) == (182, 11015)
+    assert sum(len({keys[1][v] for v in members}) > 1 for members in shared) == 178
