@@ -31,9 +31,9 @@ from omegaconf.errors import OmegaConfBaseException
 
 from igel_exp.errors import ConfigError
 from igel_exp.identity import config_hash
-from igel_exp.schema import check, describe
 from igel_exp.protocol import DEFAULT as DEFAULT_PROTOCOL
 from igel_exp.protocol import check_protocol
+from igel_exp.schema import check, describe
 from igel_exp.tracking import flatten
 
 log = logging.getLogger(__name__)
