@@ -361,10 +361,10 @@ class Config:
     """The top level (conf/config.yaml): run settings, then one field per config group."""
 
     name: str = value()
-    protocol: Protocol = value()
     seed: int = at_least(0)
     progress: bool = value()
     threads: Optional[int] = at_least(1)
+    protocol: Protocol = value()
     data: Data = field(default_factory=Data)
     dataset: Any = value()
     encoder: Any = value()

@@ -57,6 +57,17 @@ def seed_everything(seed: int, deterministic: bool = True) -> None:
 LOGIT_INITS = ("fixed", "uniform")
 
 
+MIN_STEPS = 1000  # Adam steps that a larger batch (batch_scale) never takes a run below
+
+
+def batch_scale_for(most: int, steps: int) -> int:
+    """The batch scale a run of `steps` Adam steps at the authors' batches takes, at most `most`: as large as keeps it
+    MIN_STEPS steps. Fewer steps undertrain: Facebook's link prediction kept its AUC within 0.002 at 920 steps
+    (κ = 4) and lost 0.02 at 230 (κ = 16); the Les Misérables clustering, 770 steps at κ = 1, lost 0.07 of modularity
+    at κ = 4 (docs/experiments.md)."""
+    return max(1, min(most, steps // MIN_STEPS))
+
+
 class SkipGramTrainer:
     """Minimises the negative-sampling loss of random walks with Adam, a batch of whole walks at a time.
 
@@ -71,8 +82,8 @@ class SkipGramTrainer:
 
     `batch_scale` = κ trains on κ times larger batches, κ times fewer steps at the same learning rate: what fills a
     GPU (a step's fixed costs, embedding the whole graph among them, are paid κ times less often). κ = 1 keeps the
-    authors' batches, which reproduce the paper; docs/experiments.md gives the quality measured at other κ (Adam's
-    square-root rule, lr × √κ, diverged: Facebook's AUC fell to 0.82 at κ = 4).
+    authors' batches, which reproduce the paper; `batch_scale_for` is the rule that caps κ where a run would take too
+    few steps. (Adam's square-root rule, lr × √κ, diverged: Facebook's AUC fell to 0.82 at κ = 4.)
 
     A step reads nothing back to the host: its loss is summed on the device and read once per epoch (and at
     most once a second for the progress bar). On a GPU each batch shape's step is captured once in a CUDA graph

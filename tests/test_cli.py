@@ -109,7 +109,8 @@ def test_a_bad_job_stops_a_sweep_before_its_store_and_its_first_run(tmp_path, mo
     )
     experiments = ["--config-dir", str(REPO / "experiments"), "--config-name", "miserables_correlations"]
     assert exit_line("-m", *experiments, *HERE, "trainer.walk_length=0").startswith(
-        "igel-run: error: the job encoder.distance=1 seed=0 trainer.walk_length=0: trainer.walk_length=0: expected"
+        "igel-run: error: the job protocol=faithful encoder.distance=1 seed=0 trainer.walk_length=0:"
+        " trainer.walk_length=0:"
     )
     assert exit_line("-m", *HERE, "trainer.lr=abc") == "igel-run: error: trainer.lr=abc: expected a number"
     assert not (tmp_path / "mlflow.db").exists()

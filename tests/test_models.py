@@ -14,7 +14,7 @@ from igel_exp.models import (
     embed_all,
     walk_skipgram_gradients,
 )
-from igel_exp.training import SkipGramTrainer, resolve_device, seed_everything
+from igel_exp.training import SkipGramTrainer, batch_scale_for, resolve_device, seed_everything
 from igel_exp.walks import END, CSRGraph, DeviceWalker, epoch_walks
 
 from conftest import small_graphs
@@ -247,3 +247,10 @@ def test_a_batch_holds_whole_walks_worth_batch_size_pairs():
 def test_free_embedding_is_a_lookup():
     model = FreeEmbedding(10, 3)
     torch.testing.assert_close(model(torch.tensor([2, 7])), model.table.weight[[2, 7]])
+
+
+def test_a_larger_batch_never_takes_a_run_below_min_steps():
+    assert batch_scale_for(16, 11_500) == 11  # AstroPh's 8 epochs: 11 times larger batches keep 1,045 steps
+    assert batch_scale_for(4, 3_670) == 3  # Facebook's 10 epochs
+    assert batch_scale_for(4, 770) == 1  # the Les Misérables clustering keeps the authors' batches
+    assert batch_scale_for(4, 100_000) == 4

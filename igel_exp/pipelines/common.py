@@ -19,7 +19,7 @@ from igel_exp.models import FreeEmbedding, IGELEmbedding, distance_scaled_weight
 from igel_exp.pipelines import data_context
 from igel_exp.saved_model import IGELModel
 from igel_exp.tracking import RunLogger
-from igel_exp.training import SkipGramTrainer, resolve_device
+from igel_exp.training import SkipGramTrainer, batch_scale_for, resolve_device
 from igel_exp.walks import CSRGraph, DeviceWalker, epoch_walks
 
 log = logging.getLogger(__name__)
@@ -149,6 +149,7 @@ def train_unsupervised(
     logger.tags({"device": device})
     neighbours = CSRGraph.from_igraph(graph)
     trainer = skipgram_trainer(trainer_config, neighbours, device, config.seed, config.progress)
+    logger.metrics({"batch_scale_used": trainer.batch_size // trainer_config.batch_size})
 
     walker = DeviceWalker(neighbours, device, config.seed) if device.type != "cpu" else None
     walk_settings = dict(
@@ -207,22 +208,35 @@ def initialise_weight(model: IGELEmbedding, settings: DictConfig, encoder: IGELE
 def skipgram_trainer(
     settings: DictConfig, graph: CSRGraph, device: torch.device, seed: int, progress: bool
 ) -> SkipGramTrainer:
-    """The skip-gram trainer a trainer section describes (`trainer`, or PPI's `trainer.pretrain`) on `graph`."""
-    return SkipGramTrainer(
-        epochs=settings.epochs,
-        batch_size=settings.batch_size,
-        lr=settings.lr,
-        negatives=settings.negatives,
-        window=settings.window,
-        device=device,
-        seed=seed,
-        noise=noise_distribution(graph, settings.noise),
-        logit_affine=settings.get("logit_affine", True),
-        logit_init=settings.get("logit_init", "fixed"),
-        progress=progress,
-        batch_scale=settings.get("batch_scale", 1),
-        cuda_graphs=settings.get("cuda_graphs", True),
-    )
+    """The skip-gram trainer a trainer section describes (`trainer`, or PPI's `trainer.pretrain`) on `graph`; a
+    `batch_scale` above 1 is capped where the run would take too few steps (training.batch_scale_for)."""
+
+    def trainer(batch_scale: int) -> SkipGramTrainer:
+        return SkipGramTrainer(
+            epochs=settings.epochs,
+            batch_size=settings.batch_size,
+            lr=settings.lr,
+            negatives=settings.negatives,
+            window=settings.window,
+            device=device,
+            seed=seed,
+            noise=noise_distribution(graph, settings.noise),
+            logit_affine=settings.get("logit_affine", True),
+            logit_init=settings.get("logit_init", "fixed"),
+            progress=progress,
+            batch_scale=batch_scale,
+            cuda_graphs=settings.get("cuda_graphs", True),
+        )
+
+    authors = trainer(1)
+    most = settings.get("batch_scale", 1)
+    if most == 1:
+        return authors
+    per_batch = authors.walks_per_batch(settings.walk_length)
+    steps = settings.epochs * -(-graph.n_nodes * settings.walks_per_node // per_batch)
+    scale = batch_scale_for(most, steps)
+    log.info("trainer.batch_scale=%d: batches %d times larger (%d steps at the authors' batches)", most, scale, steps)
+    return trainer(scale)
 
 
 def noise_distribution(graph: CSRGraph, kind: str) -> np.ndarray | None:
