@@ -38,7 +38,6 @@ class IGELEmbedding(nn.Module):
     # AstroPh's α = 3 features (385 per node) a batch of 13,000 ids holds 9,200 distinct, 28% less work for one
     # sort; smaller batches repeat too few ids to pay for the sort.
     REPEATS = 4
-    WHOLE = 1
 
     def __init__(self, features: sp.csr_matrix, dim: int):
         super().__init__()
@@ -98,7 +97,7 @@ class IGELEmbedding(nn.Module):
         id's when the ids of a sparse batch repeat many; otherwise the ids' own rows.
         """
         n_ids = self.n_nodes if nodes is None else len(nodes)
-        whole = nodes is None or n_ids * self.WHOLE >= self.n_nodes or (self.rows.is_cuda and not self.dense)
+        whole = nodes is None or n_ids >= self.n_nodes or (self.rows.is_cuda and not self.dense)
         if whole:
             rows, index = None, nodes
         elif not self.dense and not self.rows.is_cuda and self.REPEATS * n_ids >= self.n_nodes:
@@ -258,7 +257,7 @@ def walk_skipgram_gradients(
     A position's dot products with the 2·window positions around it are the band of its walk's Gram matrix,
     computed by blocks: each block of b = 2·window positions (or the whole walk, when shorter) against the
     positions from `window` before it to `window` after it (4·window columns per position, against s for a whole
-    Gram matrix: 3.5× less arithmetic for Facebook's walks of 150). Both orders of a pair are read from the band,
+    Gram matrix: 4.7× less arithmetic for Facebook's walks of 150). Both orders of a pair are read from the band,
     so the gradient of each position is twice its share as the first of the pair.
 
     Returns (the loss summed over the positive pairs, their number, the gradient of the loss averaged over them

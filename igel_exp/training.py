@@ -210,8 +210,9 @@ class _SkipGramStep:
         self.affine = start.to(device)  # the logit's scale and bias
         self.optimiser = _FusedAdam([model.weight, self.affine] if trainer.logit_affine else [model.weight], trainer.lr)
         self.generator = torch.Generator(device=device).manual_seed(trainer.seed)
-        self.loss_sum = torch.zeros((), device=device, dtype=torch.float64)
-        self.pair_sum = torch.zeros((), device=device, dtype=torch.float64)
+        exact = torch.float32 if device.type == "mps" else torch.float64  # an epoch sums ~10⁸ pairs' losses
+        self.loss_sum = torch.zeros((), device=device, dtype=exact)
+        self.pair_sum = torch.zeros((), device=device, dtype=exact)
         self.graphs: dict[tuple, _CapturedStep | int | None] = {}  # per shape: warm-ups done, captured, or eager
 
     def start_epoch(self) -> None:
@@ -227,13 +228,11 @@ class _SkipGramStep:
     def __call__(self, walks: torch.Tensor, valid: torch.Tensor | None) -> None:
         trainer, model = self.trainer, self.model
         negatives = trainer.sample_negatives(model.n_nodes, (*walks.shape, trainer.negatives), self.generator)
-        if not trainer.cuda_graphs:
-            return self.compute(walks, valid, negatives)
         key = (*walks.shape, valid is None)
-        state = self.graphs.get(key, 0)
+        state = self.graphs.get(key, 0) if trainer.cuda_graphs else None
         if isinstance(state, _CapturedStep):
             state.replay(walks, valid, negatives)
-        elif state is None:  # its capture failed: eager
+        elif state is None:  # not on a GPU, or its capture failed: eager
             self.compute(walks, valid, negatives)
         elif state < self.WARMUP:
             self.graphs[key] = state + 1
