@@ -109,7 +109,7 @@ class IGELEmbedding(nn.Module):
         sparse = None
         if not self.dense:
             sparse = self._csr(rows)
-            embeddings += sparse.embed(self.weight)
+            embeddings += sparse.embed(self.weight.detach())
         return embeddings, Lookup(index, dense_rows, sparse)
 
     @torch.no_grad()
