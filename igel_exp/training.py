@@ -64,13 +64,13 @@ def keep_freed_memory() -> None:
     A step allocates and frees the same tensors of a few MB. By default glibc hands freed memory at the top of its
     heap back to the system, and the next step faults it in again page by page: whether it does depends on what
     the process allocated before, and when it did a Facebook epoch took 280,000 page faults and 40 % longer
-    (scripts/bench_link_prediction.py). Keeping up to 1 GiB free costs no more memory than the run's peak.
+    (scripts/bench_link_prediction.py). Up to 256 MiB stay free, within the peak a step reached anyway.
     """
     library = ctypes.util.find_library("c")
     if library is None or not hasattr(ctypes.CDLL(library), "mallopt"):  # musl, macOS, Windows: not glibc
         return
     m_trim_threshold = -1
-    ctypes.CDLL(library).mallopt(m_trim_threshold, 1 << 30)
+    ctypes.CDLL(library).mallopt(m_trim_threshold, 256 << 20)
 
 
 LOGIT_INITS = ("fixed", "uniform")
