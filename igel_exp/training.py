@@ -67,10 +67,11 @@ def keep_freed_memory() -> None:
     (scripts/bench_link_prediction.py). Up to 256 MiB stay free, within the peak a step reached anyway.
     """
     library = ctypes.util.find_library("c")
-    if library is None or not hasattr(ctypes.CDLL(library), "mallopt"):  # musl, macOS, Windows: not glibc
+    libc = ctypes.CDLL(library) if library else None
+    if libc is None or not hasattr(libc, "mallopt"):  # macOS, Windows: not glibc
         return
     m_trim_threshold = -1
-    ctypes.CDLL(library).mallopt(m_trim_threshold, 256 << 20)
+    libc.mallopt(m_trim_threshold, 256 << 20)
 
 
 LOGIT_INITS = ("fixed", "uniform")
