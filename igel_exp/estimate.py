@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib.resources
 import statistics
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,16 +57,15 @@ class Estimate:
     """Seconds for some jobs, and how many of them each source estimated."""
 
     seconds: float = 0.0
-    sources: dict[str, int] = field(default_factory=dict)
+    sources: Counter[str] = field(default_factory=Counter)
 
     def add(self, seconds: float, source: str, count: int = 1) -> None:
         self.seconds += seconds
-        self.sources[source] = self.sources.get(source, 0) + count
+        self.sources[source] += count
 
     def __iadd__(self, other: Estimate) -> Estimate:
         self.seconds += other.seconds
-        for source, count in other.sources.items():
-            self.sources[source] = self.sources.get(source, 0) + count
+        self.sources.update(other.sources)
         return self
 
 
