@@ -23,3 +23,9 @@ class BudgetError(IgelError, MemoryError):
 
 class StoreError(IgelError):
     """The MLflow store cannot be opened or written; the message names it."""
+
+
+def first_line(error: BaseException | str) -> str:
+    """An error's first non-blank line, for one-line messages (its type's name when it has none)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__

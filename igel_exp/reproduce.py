@@ -38,7 +38,7 @@ from hydra.types import HydraContext, RunMode
 from mlflow.entities import RunStatus
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from igel_exp.errors import ConfigError, DataError, IgelError
+from igel_exp.errors import ConfigError, DataError, IgelError, first_line
 from igel_exp.estimate import Duration, Estimate, Estimator, duration_text, load_kinds
 from igel_exp.plan import PACKAGED_CONFIGS, PROFILES, Job, Plan, default_experiments_dir, load_plan, table_files
 from igel_exp.reporting import (
@@ -126,12 +126,12 @@ def run_plan(plan: Plan, uri: str, runner: Runner = in_process) -> Outcome:
                     runner(config)
                     outcome.ran += 1
                 except DataError as error:
-                    message = str(error).splitlines()[0]
+                    message = first_line(error)
                     absent[dataset] = message
                     outcome.data_missing.append(message)
                     log.error("%s: %s: data missing: %s", plan.name, job.shown, message)
                 except IgelError as error:
-                    outcome.failed.append(f"{job.shown}: {type(error).__name__}: {str(error).splitlines()[0]}")
+                    outcome.failed.append(f"{job.shown}: {type(error).__name__}: {first_line(error)}")
                     log.error("%s: %s failed: %s", plan.name, job.shown, error)
                 except Exception as error:  # a bug in one job must not cost the others; its run is FAILED
                     outcome.failed.append(f"{job.shown}: {type(error).__name__}: {error}")
@@ -174,7 +174,7 @@ def launch_plan(plan: Plan, uri: str, launch: Sequence[str]) -> Outcome:
                         outcome.ran += 1
                     else:
                         error = result._return_value  # the exception the job raised
-                        outcome.failed.append(f"{job.shown}: {type(error).__name__}: {str(error).splitlines()[0]}")
+                        outcome.failed.append(f"{job.shown}: {type(error).__name__}: {first_line(error)}")
     except KeyboardInterrupt:
         parents.end(RunStatus.KILLED)
         raise
@@ -182,7 +182,7 @@ def launch_plan(plan: Plan, uri: str, launch: Sequence[str]) -> Outcome:
         parents.end(RunStatus.FAILED)
         raise
     except Exception as error:  # the launcher's own failure (a Slurm job cancelled or killed, sbatch refused...)
-        outcome.failed.append(f"the launcher failed: {type(error).__name__}: {str(error).splitlines()[0]}")
+        outcome.failed.append(f"the launcher failed: {type(error).__name__}: {first_line(error)}")
         log.error("%s: the launcher failed (jobs already submitted may still run): %s", plan.name, error)
     parents.end(RunStatus.FAILED if outcome.failed else RunStatus.FINISHED)
     return outcome
@@ -216,7 +216,7 @@ def hydra_launcher(plan: Plan, launch: Sequence[str]) -> Iterator[Launcher]:
                 hydra_context=context, task_function=launched_job, config=config
             )
         except HydraException as error:
-            raise ConfigError(f"{' '.join(launch)}: {str(error).splitlines()[0]}") from None
+            raise ConfigError(f"{' '.join(launch)}: {first_line(error)}") from None
         yield launcher
 
 
@@ -441,7 +441,7 @@ def _close_stale_runs(uri: str) -> None:
     try:
         close_stale_runs(uri)
     except (OSError, mlflow.exceptions.MlflowException) as error:
-        log.warning("could not close the stale runs of %s: %s", uri, str(error).splitlines()[0])
+        log.warning("could not close the stale runs of %s: %s", uri, first_line(error))
 
 
 def report_main(argv: Sequence[str] | None = None) -> int:
@@ -460,7 +460,7 @@ def report_main(argv: Sequence[str] | None = None) -> int:
         runs = _RunCache(uri)
         _write([build_table(plan, runs(plan)) for plan in plans], arguments)
     except IgelError as error:
-        errors.append(str(error).splitlines()[0])
+        errors.append(first_line(error))
     return _fail("igel-report", errors)
 
 
@@ -501,7 +501,7 @@ def reproduce_main(argv: Sequence[str] | None = None) -> int:
         runs = _RunCache(uri)  # read after the jobs: they added runs
         _write([build_table(plan, runs(plan), outcomes[plan.name].notes()) for plan in plans], arguments)
     except IgelError as error:
-        errors.append(str(error).splitlines()[0])
+        errors.append(first_line(error))
     return _fail("igel-reproduce", errors)
 
 

@@ -34,7 +34,7 @@ from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig, OmegaConf
 
 from igel_exp.encoding import IGELEncoder
-from igel_exp.errors import ModelError
+from igel_exp.errors import ModelError, first_line
 from igel_exp.models import IGELEmbedding, embed_all
 from igel_exp.tracking import RunLogger, store_call, tracking_uri
 
@@ -196,4 +196,4 @@ def _download(run_id: str, uri: str, scratch: Path, followed: bool = False) -> P
     try:
         return Path(client.download_artifacts(run_id, ARTIFACT, str(scratch)))
     except (OSError, MlflowException) as error:
-        raise ModelError(f"run {run_id}: its model could not be read ({str(error).splitlines()[0]})") from None
+        raise ModelError(f"run {run_id}: its model could not be read ({first_line(error)})") from None

@@ -35,7 +35,7 @@ from hydra.errors import HydraException, MissingConfigException
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from igel_exp.errors import ConfigError
+from igel_exp.errors import ConfigError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -498,7 +498,7 @@ def describe(error: BaseException) -> str:
     """One line for a composition or validation error, naming the key and what it expects where Hydra or OmegaConf
     say which (their own messages take four to twenty lines)."""
     if isinstance(error, MissingConfigException) and error.options:
-        return f"{_first_line(error)}; available: {', '.join(error.options)}"
+        return f"{first_line(error)}; available: {', '.join(error.options)}"
     cause = error.__cause__ if isinstance(error.__cause__, OmegaConfBaseException) else error
     text = f"{error}\n{cause}"
     key = getattr(cause, "full_key", None) or _find(r"full_key: (\S+)", text)
@@ -506,8 +506,8 @@ def describe(error: BaseException) -> str:
         where = _find(r"^In '([^']+)'", str(error))  # the file whose value failed, when not the command line
         return _describe_key(key, getattr(cause, "value", None), text) + (f" (set in {where})" if where else "")
     if isinstance(error, HydraException | OmegaConfBaseException) and cause is not error:
-        return f"{_first_line(error)}: {_first_line(cause)}"
-    return _first_line(error)
+        return f"{first_line(error)}: {first_line(cause)}"
+    return first_line(error)
 
 
 def _describe_key(key: str, given: Any, text: str) -> str:
@@ -523,14 +523,9 @@ def _describe_key(key: str, given: Any, text: str) -> str:
     schema = _find(r"Key '[^']*' not in '([^']+)'", text)
     if schema:
         return f"{key} is not a setting of {schema}"
-    return f"{shown}: {_first_line(text)}"
+    return f"{shown}: {first_line(text)}"
 
 
 def _find(pattern: str, text: str) -> str | None:
     found = re.search(pattern, text, re.MULTILINE)
     return found.group(1) if found else None
-
-
-def _first_line(error: BaseException | str) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return lines[0] if lines else type(error).__name__

@@ -33,7 +33,7 @@ from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig, OmegaConf
 from sqlalchemy.exc import SQLAlchemyError
 
-from igel_exp.errors import StoreError
+from igel_exp.errors import StoreError, first_line
 from igel_exp.identity import HASH_TAG, config_hash
 
 try:
@@ -145,7 +145,7 @@ def open_experiment(uri: str, name: str) -> Experiment:
             Path(location.path).mkdir(parents=True, exist_ok=True)
             _probe_write(Path(location.path))
     except STORE_ERRORS as error:
-        reason = f"{error.strerror}: {error.filename}" if isinstance(error, OSError) else str(error).splitlines()[0]
+        reason = f"{error.strerror}: {error.filename}" if isinstance(error, OSError) else first_line(error)
         raise StoreError(
             f"cannot write the MLflow store {uri} ({reason}): point tracking.uri or $MLFLOW_TRACKING_URI at a"
             " writable place"

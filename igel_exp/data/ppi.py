@@ -37,7 +37,7 @@ import numpy as np
 from igel_exp.data.edgelist import GraphReport, read_pairs, simple_graph
 from igel_exp.data.registry import DataContext, Dataset, register
 from igel_exp.data.sources import RemoteFile, fetch, open_binary, verify
-from igel_exp.errors import ConfigError, DataError
+from igel_exp.errors import ConfigError, DataError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +234,7 @@ def _read_json(path: Path) -> Any:
         with open_binary(path) as handle:
             return json.load(handle)
     except (OSError, EOFError, ValueError) as error:
-        raise DataError(f"{path}: not readable as JSON ({str(error).splitlines()[0]})") from None
+        raise DataError(f"{path}: not readable as JSON ({first_line(error)})") from None
 
 
 def _read_id_map(path: Path) -> dict[str, int]:
@@ -346,7 +346,7 @@ def _read_features(path: Path, rows: np.ndarray, n_mapped: int, id_map_path: Pat
         with open_binary(path) as handle:
             matrix = np.load(io.BytesIO(handle.read()), allow_pickle=False)
     except (OSError, EOFError, ValueError) as error:
-        raise DataError(f"{path}: not a readable .npy array ({str(error).splitlines()[0]})") from None
+        raise DataError(f"{path}: not a readable .npy array ({first_line(error)})") from None
     if matrix.ndim != 2:
         raise DataError(f"{path}: expected a 2-D array (nodes × features), got shape {matrix.shape}")
     if matrix.shape[0] != n_mapped or rows.max(initial=-1) >= matrix.shape[0]:

@@ -15,7 +15,7 @@ import pandas as pd
 from igel_exp.data.edgelist import GraphReport, read_pairs, simple_graph
 from igel_exp.data.registry import DataContext, Dataset, register
 from igel_exp.data.sources import RemoteFile, fetch, is_gzip
-from igel_exp.errors import DataError
+from igel_exp.errors import DataError, first_line
 
 # The authors' copies (nur-ag/IGEL data/SisterCity, pinned to the commit whose blobs the manifest checks).
 # GitHub serves them uncompressed; `content_sha256` is of the uncompressed bytes, so the gzip copies of the
@@ -89,7 +89,7 @@ def read_node_table(path: Path, n_nodes: int) -> tuple[pd.DataFrame, int]:
             compression="gzip" if is_gzip(path) else None,
         )
     except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-        raise DataError(f"{path}: unreadable node table ({str(error).splitlines()[0]})") from None
+        raise DataError(f"{path}: unreadable node table ({first_line(error)})") from None
     if tuple(table.columns) != NODE_COLUMNS:
         raise DataError(f"{path}: expected the columns {', '.join(NODE_COLUMNS)}, found {', '.join(table.columns)}")
     if not table["IsCapital"].isin([0, 1]).all():

@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from igel_exp import pipelines
-from igel_exp.errors import ConfigError, DataError
+from igel_exp.errors import ConfigError, DataError, first_line
 from igel_exp.identity import HASH_TAG, NOT_IDENTITY, config_hash
 from igel_exp.pipelines.common import Stages, load
 from igel_exp.pipelines.embed import SOURCE_RUN_TAG, inductive_metrics
@@ -111,8 +111,7 @@ def link_prediction_config_of(config: DictConfig) -> DictConfig:
         source = compose_packaged(overrides)
     except (HydraException, OmegaConfBaseException) as error:
         raise ConfigError(
-            f"task.source={task.source} task.source_overrides={list(task.source_overrides)}: "
-            + str(error).splitlines()[0]
+            f"task.source={task.source} task.source_overrides={list(task.source_overrides)}: " + first_line(error)
         ) from None
     for key in NOT_IDENTITY:
         value = OmegaConf.select(config, key, default=_ABSENT)
