@@ -54,6 +54,8 @@ ADDED_DEFAULTS = {
     "task.source_overrides": [],
     "trainer.logit_init": "fixed",
     "trainer.batch_scale": 1,
+    "trainer.precision": "float32",
+    "trainer.batching": "walks",
 }
 HASH_LENGTH = 16  # hex digits: 64 bits, no collision in any store of realistic size
 

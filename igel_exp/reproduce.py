@@ -362,16 +362,21 @@ def _dry_run(plans: list[Plan], runs: _RunCache, launch: Sequence[str]) -> None:
     kinds = load_kinds()
     total = Estimate()
     to_do = 0
+    earlier: set[str] = set()  # jobs of the tables above: tables that share runs (Sister Cities) run them once
     for plan in plans:
         stored = runs(plan)
         finished = finished_by_hash(stored)
         planned, pending = planned_jobs(plan, finished)
         todo = [job for job in planned if job.hash not in finished]
+        shared = sum(job.hash in earlier for job in todo)
+        todo = [job for job in todo if job.hash not in earlier]
+        earlier.update(job.hash for job in todo)
         durations = [Duration(run.params, run.seconds) for run in stored if run.status == "FINISHED" and run.seconds]
         estimate = Estimator(durations, kinds).jobs(todo, pending)
         total += estimate
         to_do += len(todo) + pending
         later = f" (then {pending} more: the chosen points' other seeds)" if pending else ""
+        later += f" ({shared} more in a table above)" if shared else ""
         print(
             f"{plan.name} ({plan.profile}): {len(todo)}{later} of {len(planned) + pending} runs to do,"
             f" about {duration_text(estimate.seconds)}; sweep: {' '.join([plan.command, *launch])}"
@@ -379,10 +384,24 @@ def _dry_run(plans: list[Plan], runs: _RunCache, launch: Sequence[str]) -> None:
         for job in todo:
             print(f"  {job.shown or '(the only job)'}")
     sources = ", ".join(f"{count} from {source}" for source, count in total.sources.items())
+    jobs = _launcher_jobs(launch)
+    how = f"two at a time ({PARALLEL_LAUNCH})" if jobs is None else f"with hydra.launcher.n_jobs={jobs}"
+    parallel = total.seconds / min(jobs or COST_MODEL_CORES, COST_MODEL_CORES)
     print(
         f"all: {to_do} runs to do, about {duration_text(total.seconds)} one job at a time on this kind of machine"
-        f" (2 cores){'; ' + sources if sources else ''}; parallel jobs divide it by up to their number"
+        f" ({COST_MODEL_CORES} cores, a thread per job), about {duration_text(parallel)} {how}"
+        f"{'; ' + sources if sources else ''}"
     )
+
+
+COST_MODEL_CORES = 2  # costs.yaml's machine; its runs were timed a thread per job, the other core busy
+PARALLEL_LAUNCH = "hydra/launcher=joblib hydra.launcher.n_jobs=2 threads=1"  # a job per core
+
+
+def _launcher_jobs(launch: Sequence[str]) -> int | None:
+    """The jobs the launcher runs at once (hydra.launcher.n_jobs), None where the command does not say."""
+    given = [item.split("=", 1)[1] for item in launch if item.startswith("hydra.launcher.n_jobs=")]
+    return max(int(given[-1]), 1) if given and given[-1].isdigit() else None
 
 
 def _store(arguments: argparse.Namespace, overrides: list[str]) -> str:

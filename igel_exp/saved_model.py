@@ -83,6 +83,12 @@ class IGELModel:
         return int(self.weight.shape[1])
 
     @property
+    def precision(self) -> str:
+        """The trainer.precision of the products with W (float32 for models saved before the key existed)."""
+        trainer = self.config.get("trainer") if isinstance(self.config, dict) else None
+        return (trainer or {}).get("precision", "float32")
+
+    @property
     def max_degree(self) -> int:
         """δmax: larger degrees are counted as δmax."""
         return int(self.encoder.max_degree_)
@@ -92,12 +98,12 @@ class IGELModel:
         return self.embed_features(self.encoder.transform(graph), device)
 
     def embed_features(self, features: sp.csr_matrix, device: str | torch.device = "cpu") -> np.ndarray:
-        """Embeddings of nodes encoded by `encoder.transform`, computed by the layer a run trains (bit-identical to
-        the run's embeddings on the same CPU)."""
+        """Embeddings of nodes encoded by `encoder.transform`, computed by the layer a run trains, at its
+        trainer.precision (bit-identical to the run's embeddings on the same CPU)."""
         if features.shape[1] != self.encoder.n_features:
             raise ModelError(f"the features have {features.shape[1]} columns, the model {self.encoder.n_features}")
         with torch.random.fork_rng(devices=[]):  # the layer draws an initial W, overwritten: keep the caller's RNG
-            layer = IGELEmbedding(features, self.dim)
+            layer = IGELEmbedding(features, self.dim, self.precision)
         with torch.no_grad():
             layer.weight.copy_(self.weight)
         device = torch.device(device)

@@ -146,6 +146,16 @@ class LogitInit(Choice):
     uniform = "uniform"
 
 
+class Batching(Choice):
+    walks = "walks"
+    buckets = "buckets"
+
+
+class Precision(Choice):
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+
+
 class Neighbourhood(Choice):
     open = "open"
     closed = "closed"
@@ -265,6 +275,8 @@ class SkipGram:
 class SkipGramTrainer(SkipGram, Trainer):
     logit_init: LogitInit = value()
     batch_scale: int = at_least(1)
+    precision: Precision = value()
+    batching: Batching = value()
     cuda_graphs: bool = value()
 
 

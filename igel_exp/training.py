@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch.optim.adam import adam
 from tqdm.auto import tqdm
 
@@ -26,7 +27,7 @@ from igel_exp.models import (
     multilabel_loss,
     walk_skipgram_gradients,
 )
-from igel_exp.walks import END, positive_pairs
+from igel_exp.walks import END, AuthorsPairs, positive_pairs
 
 log = logging.getLogger(__name__)
 
@@ -64,17 +65,22 @@ def keep_freed_memory() -> None:
     A step allocates and frees the same tensors of a few MB. By default glibc hands freed memory at the top of its
     heap back to the system, and the next step faults it in again page by page: whether it does depends on what
     the process allocated before, and when it did a Facebook epoch took 280,000 page faults and 40 % longer
-    (scripts/bench_link_prediction.py). Up to 256 MiB stay free, within the peak a step reached anyway.
+    (scripts/bench_link_prediction.py). Up to 256 MiB stay free, within the peak a step reached anyway. Setting that
+    threshold also freezes glibc's mmap threshold where it stands (128 KiB in a fresh process), so that every larger
+    array was mapped and faulted in anew: it is raised to 256 MiB too (the authors' batches, trainer.batching=buckets,
+    took 10 million page faults and 3× longer an epoch of Sister Cities without it).
     """
     library = ctypes.util.find_library("c")
     libc = ctypes.CDLL(library) if library else None
     if libc is None or not hasattr(libc, "mallopt"):  # macOS, Windows: not glibc
         return
-    m_trim_threshold = -1
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    libc.mallopt(m_mmap_threshold, 256 << 20)
     libc.mallopt(m_trim_threshold, 256 << 20)
 
 
 LOGIT_INITS = ("fixed", "uniform")
+BATCHINGS = ("walks", "buckets")
 
 
 MIN_STEPS = 1000  # Adam steps that a larger batch (batch_scale) never takes a run below
@@ -105,6 +111,10 @@ class SkipGramTrainer:
     authors' batches, which reproduce the paper; `batch_scale_for` is the rule that caps κ where a run would take too
     few steps. (Adam's square-root rule, lr × √κ, diverged: Facebook's AUC fell to 0.82 at κ = 4.)
 
+    `batching=buckets` re-enacts the authors' batches instead (walks.AuthorsPairs: every positive pair with its own
+    negatives, pairs dealt round-robin into 777 buckets, a full bucket a batch, the mean binary cross-entropy of its
+    pairs the loss); `walks`, the default, is the paper's loss over whole walks.
+
     A step reads nothing back to the host: its loss is summed on the device and read once per epoch (and at
     most once a second for the progress bar). On a GPU each batch shape's step is captured once in a CUDA graph
     (`cuda_graphs`) and replayed, so that its ~40 kernels cost one launch.
@@ -125,6 +135,7 @@ class SkipGramTrainer:
         logit_init: str = "fixed",
         batch_scale: int = 1,
         cuda_graphs: bool = True,
+        batching: str = "walks",
     ):
         for key, value in [
             ("epochs", epochs),
@@ -139,6 +150,12 @@ class SkipGramTrainer:
             raise ConfigError(f"trainer.lr must be positive, got {lr!r}")
         if logit_init not in LOGIT_INITS:
             raise ConfigError(f"trainer.logit_init={logit_init!r} is not one of {', '.join(LOGIT_INITS)}")
+        if batching not in BATCHINGS:
+            raise ConfigError(f"trainer.batching={batching!r} is not one of {', '.join(BATCHINGS)}")
+        if batching == "buckets" and noise is not None:
+            raise ConfigError(
+                "trainer.batching=buckets draws its negatives uniformly, as the authors did: trainer.noise=uniform"
+            )
         self.epochs = epochs
         self.batch_size = batch_size * batch_scale
         self.lr = lr
@@ -151,6 +168,7 @@ class SkipGramTrainer:
         self.logit_init = logit_init
         self.progress = progress
         self.cuda_graphs = cuda_graphs and device.type == "cuda"
+        self.batching = batching
         self.affine: torch.Tensor | None = None  # the learned (scale, bias) after fit, None without logit_affine
 
     def walks_per_batch(self, walk_length: int) -> int:
@@ -169,6 +187,7 @@ class SkipGramTrainer:
         keep_freed_memory()
         model.to(self.device).train()
         step = _SkipGramStep(self, model)
+        take = step.pair_batch if self.batching == "buckets" else step
         rng = np.random.default_rng(self.seed)
         history = []
         for epoch in range(1, self.epochs + 1):
@@ -177,9 +196,10 @@ class SkipGramTrainer:
                 desc=f"epoch {epoch}/{self.epochs}", total=walks_per_epoch, unit="walk", disable=not self.progress
             )
             shown = time.monotonic()
-            for walks, valid in self._batches(epoch_walks(rng)):
-                step(walks, valid)
-                bar.update(len(walks))
+            batches = self._buckets if self.batching == "buckets" else self._batches
+            for batch, walks in batches(epoch_walks(rng), model.n_nodes, rng):
+                take(*batch)
+                bar.update(walks)
                 if self.progress and time.monotonic() - shown > 1.0:  # a host read once a second, not per step
                     bar.set_postfix(loss=f"{step.mean_loss():.4f}", refresh=False)
                     shown = time.monotonic()
@@ -196,16 +216,28 @@ class SkipGramTrainer:
         return history
 
     def _batches(
-        self, chunks: Iterable[np.ndarray | torch.Tensor]
-    ) -> Iterator[tuple[torch.Tensor, torch.Tensor | None]]:
+        self, chunks: Iterable[np.ndarray | torch.Tensor], n_nodes: int, rng: np.random.Generator
+    ) -> Iterator[tuple[tuple[torch.Tensor, torch.Tensor | None], float]]:
         """Batches of whole walks on the device, with their validity mask where one of the batch's walks ended early
-        (it started at an isolated node): which batches those are is read once per chunk, not per batch."""
+        (it started at an isolated node): which batches those are is read once per chunk, not per batch. With each,
+        the walks it holds."""
         for walks in chunks:
             walks = torch.as_tensor(walks).to(self.device)
             size = self.walks_per_batch(walks.shape[1])
             ended = (walks[:, -1] == END).tolist()
             for start, batch in zip(range(0, len(walks), size), torch.split(walks, size), strict=True):
-                yield batch, (batch != END) if any(ended[start : start + size]) else None
+                yield (batch, (batch != END) if any(ended[start : start + size]) else None), len(batch)
+
+    def _buckets(
+        self, chunks: Iterable[np.ndarray | torch.Tensor], n_nodes: int, rng: np.random.Generator
+    ) -> Iterator[tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], float]]:
+        """The authors' batches of the epoch's walks (walks.AuthorsPairs) on the device, with each its share of the
+        walks (a batch mixes pairs of many)."""
+        walks = np.concatenate([torch.as_tensor(chunk).cpu().numpy() for chunk in chunks])
+        pairs = AuthorsPairs.of_walks(walks, self.window, self.negatives, n_nodes, rng)
+        share = len(walks) / max(-(-len(pairs.targets) * (1 + self.negatives) // self.batch_size), 1)
+        for batch in pairs.batches(self.batch_size):
+            yield tuple(torch.as_tensor(part).to(self.device) for part in batch), share
 
     def sample_negatives(self, n_nodes: int, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
         if self.noise is None:
@@ -260,6 +292,26 @@ class _SkipGramStep:
             self._warm_up(walks, valid, negatives)
         else:
             self.graphs[key] = _CapturedStep.capture(self, walks, valid, negatives)
+
+    def pair_batch(self, targets: torch.Tensor, others: torch.Tensor, labels: torch.Tensor) -> None:
+        """The authors' step (trainer.batching=buckets), in closed form: the mean binary cross-entropy of the batch's
+        pairs (nur-ag/IGEL src/model_utils.py train_negative_sampling, nn.BCEWithLogitsLoss)."""
+        model, trainer, pairs = self.model, self.trainer, len(targets)
+        table, lookup = model.lookup(torch.cat([targets, others]))
+        rows = table if lookup.index is None else table.index_select(0, lookup.index)
+        first, second = rows[:pairs], rows[pairs:]
+        dot = (first * second).sum(1)
+        logit = dot * self.affine[0] + self.affine[1]
+        loss = F.binary_cross_entropy_with_logits(logit, labels, reduction="sum")
+        grad = (torch.sigmoid(logit) - labels) / pairs  # d(mean loss)/d(logit)
+        d_affine = torch.stack([(grad * dot).sum(), grad.sum()])
+        grad = (grad * self.affine[0]).unsqueeze(1)
+        d_rows = torch.cat([grad * second, grad * first])
+        table_grad = d_rows if lookup.index is None else torch.zeros_like(table).index_add_(0, lookup.index, d_rows)
+        grads = [model.weight_gradient(lookup, table_grad)]
+        self.optimiser.step([*grads, d_affine] if trainer.logit_affine else grads)
+        self.loss_sum += loss  # the epoch's loss per positive pair, as the walks' step's
+        self.pair_sum += labels.sum()
 
     def _warm_up(self, walks: torch.Tensor, valid: torch.Tensor | None, negatives: torch.Tensor) -> None:
         """An eager step on a side stream: what CUDA graphs need before a capture (cuBLAS and allocator set-up)."""

@@ -215,3 +215,54 @@ class DeviceWalker:
             step[pending[keep]] = proposal[keep]
             pending = pending[~keep]
         return step
+
+
+BUCKETS = 777  # nur-ag/IGEL src/batching.py negative_sampling_batcher's cache_scale
+
+
+@dataclass(frozen=True)
+class AuthorsPairs:
+    """An epoch's training pairs as the authors' code streamed them (nur-ag/IGEL src/batching.py), for
+    trainer.batching=buckets: walk by walk, position by position, each positive pair (the target, then each node up
+    to `window` steps away, in walk order) followed by its own z negatives, drawn uniformly among the other nodes
+    (`negative_sample_walk`; its distance filter keeps only the target itself out: `neighbours_at_dist` adds no
+    neighbour). Pair k of the stream goes to bucket k mod 777, and a bucket that holds `batch_size` pairs is a batch
+    (`negative_sampling_batcher`); the part-filled buckets left at the end are joined bucket by bucket and cut into
+    batches. A batch thus samples pairs 777 apart across a stretch of some 777 · batch_size pairs."""
+
+    targets: np.ndarray  # per positive pair
+    contexts: np.ndarray
+    negatives: np.ndarray  # positive pairs × z
+
+    @classmethod
+    def of_walks(cls, walks: np.ndarray, window: int, negatives: int, n_nodes: int, rng: np.random.Generator):
+        length = walks.shape[1]
+        offsets = np.concatenate([np.arange(-window, 0), np.arange(1, window + 1)])
+        around = np.arange(length)[:, None] + offsets  # [position, offset]: the context's position
+        inside = (around >= 0) & (around < length)
+        columns = np.where(inside, around, 0)
+        valid = (walks != END)[:, :, None] & (walks[:, columns] != END) & inside  # [walk, position, offset]
+        walk, position, offset = np.nonzero(valid)  # in the stream's order
+        targets = walks[walk, position]
+        contexts = walks[walk, columns[position, offset]]
+        drawn = rng.integers(max(n_nodes - 1, 1), size=(len(targets), negatives), dtype=walks.dtype)
+        drawn += drawn >= targets[:, None]  # uniform among the other nodes
+        return cls(targets, contexts, drawn)
+
+    def batches(self, batch_size: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """(targets, others, labels) of each batch, in the order the buckets fill."""
+        per_positive = 1 + self.negatives.shape[1]
+        total = len(self.targets) * per_positive
+        full = total // (BUCKETS * batch_size) * BUCKETS * batch_size
+        for start in range(0, full, BUCKETS * batch_size):  # a round: every bucket fills once, in turn
+            for bucket in range(BUCKETS):
+                yield self._pairs(start + bucket + BUCKETS * np.arange(batch_size), per_positive)
+        rest = np.arange(full, total)
+        rest = rest[np.argsort((rest - full) % BUCKETS, kind="stable")]  # bucket by bucket
+        for start in range(0, len(rest), batch_size):
+            yield self._pairs(rest[start : start + batch_size], per_positive)
+
+    def _pairs(self, stream: np.ndarray, per_positive: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        positive, slot = np.divmod(stream, per_positive)
+        others = np.where(slot == 0, self.contexts[positive], self.negatives[positive, np.maximum(slot - 1, 0)])
+        return self.targets[positive], others, (slot == 0).astype(np.float32)

@@ -9,7 +9,8 @@
    peak memory of every stage and the AUC.
 2. Throughput on the same walks (one walk of 150 steps from every Facebook node, window 8, 9 negatives,
    d = 256, batches of 250,000 pairs): our trainer's positive pairs per second, with the IGEL model and with
-   free embeddings (DeepWalk's model, the one gensim trains), next to gensim Word2Vec's (skip-gram, negative
+   free embeddings (DeepWalk's model, the one gensim trains), and with the IGEL model at trainer.precision=bfloat16,
+   next to gensim Word2Vec's (skip-gram, negative
    sampling, no subsampling, on all the machine's cores) words per second and the positive pairs per second
    those words hold (gensim shrinks each word's window to a uniform 1..window, about half the pairs of ours).
    Each side is timed --repeats times, alternating, and its best is kept: on a shared machine gensim swings 2×
@@ -97,7 +98,8 @@ def gensim_pairs(walks: np.ndarray, window: int) -> float:
 def throughput(
     root: Path, device: torch.device, repeats: int = 3, settings: dict[str, dict] | None = None
 ) -> dict[str, float]:
-    """Best positive pairs per second of each trainer setting (name → SkipGramTrainer keywords) and of gensim."""
+    """Best positive pairs per second of each trainer setting (name → SkipGramTrainer keywords, and the IGEL model's
+    `precision`) and of gensim."""
     graph = load_dataset({"name": "facebook"}, DataContext(root, False, 0)).graph
     csr = CSRGraph.from_igraph(graph)
     walks = random_walks(
@@ -114,8 +116,14 @@ def throughput(
     settings = settings or {"": {}}
     runs = {}
     for label, options in settings.items():
-        runs[f"igel-exp, IGEL model{label}"] = (lambda: IGELEmbedding(features, DIM), options)
-        runs[f"igel-exp, free embeddings{label}"] = (lambda: FreeEmbedding(graph.vcount(), DIM), options)
+        options = dict(options)
+        precision = options.pop("precision", "float32")
+        runs[f"igel-exp, IGEL model{label}"] = (
+            lambda precision=precision: IGELEmbedding(features, DIM, precision),
+            options,
+        )
+        if precision == "float32":  # free embeddings have no products with features
+            runs[f"igel-exp, free embeddings{label}"] = (lambda: FreeEmbedding(graph.vcount(), DIM), options)
     best = dict.fromkeys([*runs, "gensim Word2Vec"], 0.0)
     sentences = [[str(node) for node in walk[walk != END]] for walk in walks]
     for _ in range(repeats):
@@ -172,7 +180,7 @@ def main() -> None:
     if not args.skip_end_to_end:
         end_to_end(root, device, args.overrides)
     if not args.skip_throughput:
-        throughput(root, device, args.repeats)
+        throughput(root, device, args.repeats, {"": {}, " (bfloat16)": {"precision": "bfloat16"}})
 
 
 if __name__ == "__main__":

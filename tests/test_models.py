@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from igel_exp.encoding import IGELEncoder
+from igel_exp.errors import ConfigError
 from igel_exp.models import (
     FreeEmbedding,
     GatheredNegatives,
@@ -46,6 +47,34 @@ def test_igel_embedding_is_the_sparse_product_with_w_and_backpropagates_x_transp
     upstream = torch.randn_like(embeddings)
     embeddings.backward(upstream)
     torch.testing.assert_close(model.weight.grad, selected.T @ upstream)
+
+
+@pytest.mark.parametrize("dim", [5, 64], ids=["narrow", "wide"])  # _product's two orders
+def test_bfloat16_precision_multiplies_the_dense_columns_in_bfloat16_and_keeps_w_float32(layout, device, dim):
+    features = IGELEncoder(2).fit_transform(small_graphs()["miserables"])
+    exact, fast = IGELEmbedding(features, dim).to(device), IGELEmbedding(features, dim, "bfloat16").to(device)
+    with torch.no_grad():
+        fast.weight.copy_(exact.weight)
+    nodes = torch.tensor([3, 0, 3, 76, 10], device=device)
+    reference, embeddings = exact(nodes), fast(nodes)
+    upstream = torch.randn_like(reference)
+    reference.backward(upstream)
+    embeddings.backward(upstream)
+    assert embeddings.dtype == fast.weight.dtype == fast.weight.grad.dtype == torch.float32
+    if layout == "sparse":  # no dense column: nothing is multiplied in bfloat16
+        torch.testing.assert_close(embeddings, reference, rtol=0, atol=0)
+        return
+    assert fast.rows.dtype == torch.bfloat16
+    assert not torch.equal(embeddings, reference)
+    # 8 bits of mantissa in X's entries and in each product: a relative error of a few 2⁻⁸
+    for ours, theirs in [(embeddings.detach(), reference.detach()), (fast.weight.grad, exact.weight.grad)]:
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=0.02 * float(theirs.abs().max()))
+
+
+def test_an_unknown_precision_is_one_line_naming_the_key():
+    features = IGELEncoder(1).fit_transform(small_graphs()["zachary"])
+    with pytest.raises(ConfigError, match=r"trainer.precision='float16' is not one of float32, bfloat16"):
+        IGELEmbedding(features, 3, "float16")
 
 
 def test_features_are_dense_only_when_few_and_not_too_sparse():
@@ -170,7 +199,7 @@ def test_device_selection():
             resolve_device("cuda")
 
 
-def _train(graph: ig.Graph, seed: int, device: torch.device) -> tuple[np.ndarray, list[float]]:
+def _train(graph: ig.Graph, seed: int, device: torch.device, batching: str = "walks") -> tuple[np.ndarray, list[float]]:
     seed_everything(0)
     model = IGELEmbedding(IGELEncoder(1).fit_transform(graph), dim=8)
     csr = CSRGraph.from_igraph(graph)
@@ -183,20 +212,34 @@ def _train(graph: ig.Graph, seed: int, device: torch.device) -> tuple[np.ndarray
         device=device,
         seed=seed,
         progress=False,
+        batching=batching,
     )
     history = trainer.fit(model, lambda rng: epoch_walks(csr, 2, 20, rng, walks_per_chunk=50))
     return embed_all(model, device), history
 
 
-def test_training_lowers_the_loss_and_is_reproducible(device):
+@pytest.mark.parametrize("batching", ["walks", "buckets"])
+def test_training_lowers_the_loss_and_is_reproducible(device, batching):
     graph = small_graphs()["miserables"]
-    first, history = _train(graph, seed=3, device=device)
-    again, history_again = _train(graph, seed=3, device=device)
-    other, _ = _train(graph, seed=4, device=device)
+    first, history = _train(graph, seed=3, device=device, batching=batching)
+    again, history_again = _train(graph, seed=3, device=device, batching=batching)
+    other, _ = _train(graph, seed=4, device=device, batching=batching)
     assert history[-1] < history[0]
     assert history == history_again
     np.testing.assert_array_equal(first, again)
     assert not np.array_equal(first, other)
+
+
+def test_the_authors_batches_are_another_training_and_keep_the_uniform_noise():
+    graph = small_graphs()["miserables"]
+    walks, _ = _train(graph, seed=3, device=torch.device("cpu"))
+    buckets, _ = _train(graph, seed=3, device=torch.device("cpu"), batching="buckets")
+    assert not np.allclose(walks, buckets)
+    settings = dict(epochs=1, batch_size=100, lr=0.1, negatives=2, window=2, device=torch.device("cpu"), seed=0)
+    with pytest.raises(ConfigError, match=r"trainer.batching='pairs' is not one of walks, buckets"):
+        SkipGramTrainer(**settings, batching="pairs")
+    with pytest.raises(ConfigError, match=r"trainer.batching=buckets draws its negatives uniformly"):
+        SkipGramTrainer(**settings, batching="buckets", noise=np.ones(graph.vcount()))
 
 
 def test_walks_drawn_on_the_device_train_alike(device):

@@ -31,6 +31,7 @@ AUTHORS = {
         "encoder.encoded_distance": 1,
         "encoder.weight_init": "distance_scaled",
         "trainer.logit_init": "uniform",
+        "trainer.batching": "buckets",
         "task.score_neighbourhood": "closed",
     },
     "sister_cities": {
@@ -38,6 +39,7 @@ AUTHORS = {
         "encoder.encoded_distance": 1,
         "encoder.weight_init": "distance_scaled",
         "trainer.logit_init": "uniform",
+        "trainer.batching": "buckets",
         "task.score_neighbourhood": "closed",
         "task.cluster_members": "in_table",
         "task.ranking_graph": "directed",

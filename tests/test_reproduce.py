@@ -139,6 +139,7 @@ def test_select_then_confirm_runs_the_grid_on_the_selection_seed_then_the_chosen
     dry = capsys.readouterr().out
     assert dry.startswith("grid (quick): 3 (then 2 more: the chosen points' other seeds) of 5 runs to do, about")
     assert "all: 5 runs to do, about" in dry
+    assert "two at a time (hydra/launcher=joblib hydra.launcher.n_jobs=2 threads=1)" in dry
 
     assert reproduce_main(["grid", "--profile", "quick", "--experiments", str(experiments_dir.folder)]) == 0
     text = capsys.readouterr().out
@@ -155,6 +156,32 @@ def test_select_then_confirm_runs_the_grid_on_the_selection_seed_then_the_chosen
     assert "Select, then confirm: every grid point runs on seed 0" in text
     assert reproduce_main(["grid", "--profile", "quick", "--experiments", str(experiments_dir.folder)]) == 0
     assert len(jobs_in_store(store_uri)) == 5  # a rerun does nothing
+
+
+def test_the_dry_run_divides_the_wall_time_among_the_launchers_jobs_up_to_the_cores(experiments_dir, store_uri, capsys):
+    experiments_dir("grid", {"encoder.distance": "1,2,3", "seed": "range(100)"}, {**TABLE, "paper": []})
+
+    def times(*launch: str) -> list[str]:
+        folder = str(experiments_dir.folder)
+        assert reproduce_main(["grid", "--experiments", folder, "--dry-run", *launch]) == 0
+        last = capsys.readouterr().out.strip().splitlines()[-1]
+        return re.findall(r"about (\d+) min", last)
+
+    sequential, two = times()
+    assert abs(int(two) - int(sequential) / 2) <= 1 and int(two) > 1
+    assert times("hydra/launcher=joblib", "hydra.launcher.n_jobs=1") == [sequential, sequential]
+    assert times("hydra/launcher=joblib", "hydra.launcher.n_jobs=4") == [sequential, two]  # 2 cores
+
+
+def test_the_dry_run_counts_runs_that_tables_share_once(experiments_dir, store_uri, capsys):
+    experiments_dir("first", {"encoder.distance": "1,2", "seed": "0"}, TABLE)
+    experiments_dir("second", {"encoder.distance": "2,3", "seed": "0"}, {**TABLE, "table": "Second"})
+    folder = str(experiments_dir.folder)
+    assert reproduce_main(["first", "second", "--profile", "quick", "--experiments", folder, "--dry-run"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if not line.startswith(" ")]
+    assert lines[0].startswith("first (quick): 2 of 2 runs to do")
+    assert lines[1].startswith("second (quick): 1 (1 more in a table above) of 2 runs to do")
+    assert lines[2].startswith("all: 3 runs to do")
 
 
 def test_reproduce_through_the_joblib_launcher_skips_what_is_finished(experiments_dir, store_uri, capsys):

@@ -35,6 +35,7 @@ def logged_embeddings(run_id: str) -> np.ndarray:
     [
         pytest.param([], id="clustering"),
         pytest.param(["encoder.distance=2", "encoder.relative_degrees=true", "encoder.normalise=l2"], id="relative"),
+        pytest.param(["trainer.precision=bfloat16"], id="bfloat16"),  # re-embeds at the run's precision
     ],
 )
 def test_a_run_re_embeds_its_own_graph_exactly(compose_config, store_uri, overrides):

@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 import torch
 
+from igel_exp import walks as walks_module
 from igel_exp.errors import ConfigError
-from igel_exp.walks import END, CSRGraph, DeviceWalker, epoch_walks, positive_pairs, random_walks
+from igel_exp.walks import END, AuthorsPairs, CSRGraph, DeviceWalker, epoch_walks, positive_pairs, random_walks
 
 from conftest import small_graphs
 
@@ -122,3 +123,55 @@ def test_bad_walk_settings_name_their_key(kwargs, key):
     settings = {"walks_per_node": 1, "walk_length": 5, **kwargs}
     with pytest.raises(ConfigError, match=key):
         list(epoch_walks(csr, rng=np.random.default_rng(0), **settings))
+
+
+def _authors_stream(walks: np.ndarray, window: int, negatives: np.ndarray) -> list[tuple[int, int, int]]:
+    """nur-ag/IGEL src/batching.py negative_sample_walk, line by line, with the negatives drawn beforehand."""
+    stream, positive = [], 0
+    for walk in walks:
+        walk = [int(node) for node in walk if node != END]
+        for i, node in enumerate(walk):
+            for index in range(max(0, i - window), min(len(walk), i + window + 1)):
+                if index == i:
+                    continue
+                stream.append((node, walk[index], 1))
+                stream.extend((node, int(negative), 0) for negative in negatives[positive])
+                positive += 1
+    return stream
+
+
+def _authors_batcher(stream: list, batch_size: int, cache_scale: int) -> list[list]:
+    """src/batching.py negative_sampling_batcher: round-robin buckets, full ones yielded, the rest joined at the end."""
+    buckets, batches = [[] for _ in range(cache_scale)], []
+    for i, pair in enumerate(stream):
+        buckets[i % cache_scale].append(pair)
+        if len(buckets[i % cache_scale]) == batch_size:
+            batches.append(buckets[i % cache_scale])
+            buckets[i % cache_scale] = []
+    rest = [pair for bucket in buckets for pair in bucket]
+    return batches + [rest[start : start + batch_size] for start in range(0, len(rest), batch_size)]
+
+
+@pytest.mark.parametrize("buckets, batch_size, full_rounds", [(3, 7, True), (5, 4, True), (777, 50, False)])
+def test_authors_pairs_are_the_authors_stream_dealt_into_their_buckets(monkeypatch, buckets, batch_size, full_rounds):
+    monkeypatch.setattr(walks_module, "BUCKETS", buckets)
+    graph = small_graphs()["miserables"]
+    graph.add_vertices(1)  # an isolated node: its walk ends at once
+    walks = random_walks(CSRGraph.from_igraph(graph), np.arange(graph.vcount()), 6, np.random.default_rng(0))
+    pairs = AuthorsPairs.of_walks(walks, 2, 3, graph.vcount(), np.random.default_rng(1))
+    expected = _authors_batcher(_authors_stream(walks, 2, pairs.negatives), batch_size, buckets)
+    ours = [list(zip(*(part.tolist() for part in batch), strict=True)) for batch in pairs.batches(batch_size)]
+    assert [[(t, o, int(label)) for t, o, label in batch] for batch in ours] == expected
+    assert (len(expected) > buckets) == full_rounds  # rounds of full buckets, then the joined rest
+
+
+def test_authors_negatives_are_uniform_among_the_other_nodes():
+    walks = np.array([[0, 1, 2, 3, 4, 0, 1, 2]] * 200)
+    pairs = AuthorsPairs.of_walks(walks, 1, 5, 5, np.random.default_rng(0))
+    assert not (pairs.negatives == pairs.targets[:, None]).any()
+    for node in range(5):
+        drawn = (
+            np.bincount(pairs.negatives[pairs.targets == node].ravel(), minlength=5) / (pairs.targets == node).sum() / 5
+        )
+        others = np.delete(drawn, node)
+        assert drawn[node] == 0 and np.allclose(others, 0.25, atol=0.02)

@@ -143,7 +143,7 @@ def train_unsupervised(
         logger.metrics(
             {"features": encoder.n_features, "features_nnz": features.nnz, "max_degree": encoder.max_degree_}
         )
-        model = IGELEmbedding(features, trainer_config.dim)
+        model = IGELEmbedding(features, trainer_config.dim, trainer_config.get("precision", "float32"))
         initialise_weight(model, config.encoder, encoder, config.seed)
     log.info("training on %s", device)
     logger.tags({"device": device})
@@ -226,6 +226,7 @@ def skipgram_trainer(
             progress=progress,
             batch_scale=batch_scale,
             cuda_graphs=settings.get("cuda_graphs", True),
+            batching=settings.get("batching", "walks"),
         )
 
     authors = trainer(1)
