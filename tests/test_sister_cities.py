@@ -204,10 +204,15 @@ def finished_runs(tmp_path: Path) -> pd.DataFrame:
 
 
 @pytest.mark.slow
-def test_pipeline_trains_once_per_alpha_and_seed(small_root, compose_config, tracking_uri, tmp_path):
+def test_pipeline_trains_once_per_alpha_and_seed(
+    small_root, compose_config, tracking_uri, tmp_path, capfd, monkeypatch
+):
+    monkeypatch.delenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", raising=False)  # as in a fresh process
     base = ["experiment=sister_cities", f"data.root={small_root}", "encoder.distance=2", *TINY]
     first = pipelines.run(compose_config(*base, "task.k=3"))
+    capfd.readouterr()
     second = pipelines.run(compose_config(*base, "task.k=4"))
+    assert "Downloading artifacts" not in capfd.readouterr().err  # progress=false: MLflow's bars too
     other_seed = pipelines.run(compose_config(*base, "task.k=4", "seed=1"))
     again = pipelines.run(compose_config(*base, "task.k=4", "task.reuse_embeddings=false"))
     runs = finished_runs(tmp_path)

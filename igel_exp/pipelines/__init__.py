@@ -6,9 +6,11 @@ registers itself under its `task.name`, with the checks it needs beyond the sche
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import torch
+from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR
 from omegaconf import DictConfig
 
 from igel_exp import schema
@@ -70,6 +72,8 @@ def data_context(config: DictConfig) -> DataContext:
 def run(config: DictConfig) -> dict[str, float]:
     """Check the config, then run the pipeline selected by `task.name`; returns its final metrics."""
     config = check(config)
+    if not config.progress:  # MLflow draws bars of its own when a run downloads artifacts (reused embeddings)
+        os.environ[MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name] = "false"
     seed_everything(config.seed, config.trainer.get("deterministic", True))
     if config.get("threads"):
         torch.set_num_threads(int(config.threads))
