@@ -7,8 +7,9 @@ A job's seconds come from the first of these that knows its kind:
 3. the cost model, igel_exp/costs.yaml: start_s + per_unit_s × work, measured one job at a time on 2 cores.
 A run's work is what its skip-gram trainer does: epochs × walks_per_node × walk_length × (2·window + negatives)
 walk-position scores, times |V| where the config has it (dataset.num_nodes: generated graphs; a named dataset's
-size is part of its kind); 1 for other runs (PPI's supervised trainer stops early: its kind's duration is all
-there is). Durations are MLflow's (end − start of the run): they leave out the start of a process, which
+size is part of its kind); for the supervised trainer (PPI) its epochs, at most trainer.epochs and, as early
+stopping ends it, EPOCHS_PAST_PATIENCE more than its patience (an assumption: when PPI's best epoch comes is not on
+record); 1 for other runs. Durations are MLflow's (end − start of the run): they leave out the start of a process, which
 igel-reproduce pays once per call, isolated jobs (scalability) once per job, which start_s then includes.
 
 Recalibrate after the trainer gets faster or the machine changes: run tables into a store, then
@@ -33,6 +34,7 @@ from igel_exp.plan import Job, matches
 
 COSTS = "costs.yaml"  # in the igel_exp package
 WORK_KEYS = ("trainer.epochs", "trainer.walks_per_node", "trainer.walk_length", "trainer.window", "trainer.negatives")
+EPOCHS_PAST_PATIENCE = 50  # a supervised run's best epoch, assumed: it then stops `patience` epochs later
 
 
 @dataclass(frozen=True)
@@ -82,8 +84,15 @@ def load_kinds(text: str | None = None) -> list[Kind]:
 
 
 def work(flat: Mapping[str, Any]) -> float:
-    """Walk-position scores of a skip-gram run (see the module's docstring); 1 for any other run."""
-    if str(flat.get("trainer.objective")) != "skipgram":
+    """Walk-position scores of a skip-gram run, epochs of a supervised one (see the module's docstring); 1 for any
+    other run."""
+    objective = str(flat.get("trainer.objective"))
+    if objective == "supervised":
+        try:
+            return float(min(int(flat["trainer.epochs"]), int(flat["trainer.patience"]) + EPOCHS_PAST_PATIENCE))
+        except (KeyError, TypeError, ValueError):
+            return 1.0
+    if objective != "skipgram":
         return 1.0
     try:
         epochs, walks, length, window, negatives = (float(flat[key]) for key in WORK_KEYS)

@@ -22,7 +22,10 @@ SKIPGRAM = {
 def test_work_counts_walk_positions_times_their_scores():
     assert work(SKIPGRAM) == 2 * 3 * 10 * (2 * 4 + 5)
     assert work({**SKIPGRAM, "dataset.num_nodes": 100}) == 2 * 3 * 10 * 13 * 100
-    assert work({"trainer.objective": "supervised", "trainer.epochs": 1000}) == 1.0
+    supervised = {"trainer.objective": "supervised", "trainer.epochs": 1000, "trainer.patience": 100}
+    assert work(supervised) == 150  # early stopping: patience epochs past an assumed best epoch
+    assert work({**supervised, "trainer.epochs": 30}) == 30  # at most its epochs
+    assert work({"trainer.objective": "supervised", "trainer.epochs": 1000}) == 1.0  # no patience: no estimate
     # as MLflow params: strings
     assert work({key: str(value) for key, value in SKIPGRAM.items()}) == 780
 
