@@ -367,9 +367,9 @@ def _dry_run(plans: list[Plan], runs: _RunCache, launch: Sequence[str]) -> None:
         stored = runs(plan)
         finished = finished_by_hash(stored)
         planned, pending = planned_jobs(plan, finished)
-        todo = [job for job in planned if job.hash not in finished]
-        shared = sum(job.hash in earlier for job in todo)
-        todo = [job for job in todo if job.hash not in earlier]
+        unfinished = [job for job in planned if job.hash not in finished]
+        todo = [job for job in unfinished if job.hash not in earlier]
+        shared = len(unfinished) - len(todo)
         earlier.update(job.hash for job in todo)
         durations = [Duration(run.params, run.seconds) for run in stored if run.status == "FINISHED" and run.seconds]
         estimate = Estimator(durations, kinds).jobs(todo, pending)

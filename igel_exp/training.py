@@ -187,7 +187,7 @@ class SkipGramTrainer:
         keep_freed_memory()
         model.to(self.device).train()
         step = _SkipGramStep(self, model)
-        take = step.pair_batch if self.batching == "buckets" else step
+        batches, take = (self._buckets, step.pair_batch) if self.batching == "buckets" else (self._batches, step)
         rng = np.random.default_rng(self.seed)
         history = []
         for epoch in range(1, self.epochs + 1):
@@ -196,7 +196,6 @@ class SkipGramTrainer:
                 desc=f"epoch {epoch}/{self.epochs}", total=walks_per_epoch, unit="walk", disable=not self.progress
             )
             shown = time.monotonic()
-            batches = self._buckets if self.batching == "buckets" else self._batches
             for batch, walks in batches(epoch_walks(rng), model.n_nodes, rng):
                 take(*batch)
                 bar.update(walks)

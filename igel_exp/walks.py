@@ -254,9 +254,10 @@ class AuthorsPairs:
         per_positive = 1 + self.negatives.shape[1]
         total = len(self.targets) * per_positive
         full = total // (BUCKETS * batch_size) * BUCKETS * batch_size
+        bucket_stride = BUCKETS * np.arange(batch_size)  # a bucket's pairs, from its first
         for start in range(0, full, BUCKETS * batch_size):  # a round: every bucket fills once, in turn
             for bucket in range(BUCKETS):
-                yield self._pairs(start + bucket + BUCKETS * np.arange(batch_size), per_positive)
+                yield self._pairs(start + bucket + bucket_stride, per_positive)
         rest = np.arange(full, total)
         rest = rest[np.argsort((rest - full) % BUCKETS, kind="stable")]  # bucket by bucket
         for start in range(0, len(rest), batch_size):
