@@ -1,6 +1,7 @@
 """How long a plan's runs will take: the wall-time estimate of `igel-reproduce --dry-run`.
 
-A job's seconds come from the first of these that knows its kind:
+A job that takes its embeddings from an earlier job (task.reuse_embeddings: Sister Cities' k = 6 and 7 reuse k = 5's
+training) costs REUSE_S. Any other job's seconds come from the first of these that knows its kind:
 1. the store: the median duration of the FINISHED runs of its grid point (the same config, another seed);
 2. the store: the FINISHED runs of its kind (the first entry of the cost model whose `match` it has), scaled by
    work: start_s + median((duration - start_s) / work) × the job's work;
@@ -30,11 +31,13 @@ import yaml
 
 from igel_exp.errors import ConfigError
 from igel_exp.identity import NOT_IDENTITY
+from igel_exp.pipelines.reuse import embedding_key
 from igel_exp.plan import Job, matches
 
 COSTS = "costs.yaml"  # in the igel_exp package
 WORK_KEYS = ("trainer.epochs", "trainer.walks_per_node", "trainer.walk_length", "trainer.window", "trainer.negatives")
 EPOCHS_PAST_PATIENCE = 50  # a supervised run's best epoch, assumed: it then stops `patience` epochs later
+REUSE_S = 5.0  # a run that reuses an earlier run's embeddings: load, cluster, score (median of 80 such runs: 5.0 s)
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class Duration:
 
     params: Mapping[str, str]
     seconds: float
+    reused: bool = False  # it took its embeddings from another run: not a training's cost
 
 
 @dataclass
@@ -102,6 +106,12 @@ def work(flat: Mapping[str, Any]) -> float:
     return epochs * walks * length * (2 * window + negatives) * nodes
 
 
+def reuse_key(job: Job) -> str | None:
+    """The embedding key of a job that takes the embeddings of an earlier run trained alike (task.reuse_embeddings),
+    None for a job that always trains."""
+    return embedding_key(job.config) if job.flat.get("task.reuse_embeddings") else None
+
+
 def point_signature(flat: Mapping[str, Any]) -> frozenset:
     """A grid point as text: the identity keys but the seed, with the values as MLflow logs them."""
 
@@ -120,7 +130,7 @@ class Estimator:
         self.rates: dict[int, list[float]] = {}  # kind index -> the store's seconds per unit of work
         for run in durations:
             self.by_point.setdefault(point_signature(run.params), []).append(run.seconds)
-            index = self._kind(run.params)
+            index = None if run.reused else self._kind(run.params)
             if index is not None:
                 kind = self.kinds[index]
                 self.rates.setdefault(index, []).append(max(run.seconds - kind.start_s, 0.0) / work(run.params))
@@ -141,11 +151,18 @@ class Estimator:
             return kind.start_s + statistics.median(self.rates[index]) * work(job.flat), "the store's runs of its kind"
         return kind.start_s + kind.per_unit_s * work(job.flat), f"the cost model ({COSTS})"
 
-    def jobs(self, jobs: Iterable[Job], extra: int = 0) -> Estimate:
-        """The jobs' total, plus `extra` runs costed as the mean of these jobs (confirmations not chosen yet)."""
+    def jobs(self, jobs: Iterable[Job], extra: int = 0, trained: set[str] | None = None) -> Estimate:
+        """The jobs' total, plus `extra` runs costed as the mean of these jobs (confirmations not chosen yet).
+        `trained`: the embedding keys of the jobs before these (updated), whose embeddings later jobs reuse."""
         estimate, known = Estimate(), []
+        trained = set() if trained is None else trained
         for job in jobs:
             seconds, source = self.job(job)
+            key = reuse_key(job)
+            if key is not None:
+                if key in trained:
+                    seconds, source = REUSE_S, "the reuse of an earlier job's embeddings"
+                trained.add(key)
             estimate.add(seconds or 0.0, source)
             if seconds is not None:
                 known.append(seconds)

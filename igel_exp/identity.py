@@ -25,6 +25,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 HASH_TAG = "igel.config_hash"
+REUSED_TAG = "igel.embeddings_from"  # a run that took its embeddings from another run (pipelines.reuse): no training
 NOT_IDENTITY = (
     "reproduce",  # the experiments/ file's reference data (paper values, captions): not a run setting
     "progress",  # progress bars

@@ -80,6 +80,7 @@ class Spec:
     paper: list[dict[str, Any]]
     quick: dict[str, Any] | None
     verdict: dict[str, str] = field(default_factory=dict)  # why only the authors' path matches; what was ruled out
+    skip: list[dict[str, Any]] = field(default_factory=list)  # jobs of the sweep the table does not run (their params)
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ class Plan:
     spec: Spec
     jobs: list[Job]
     arguments: list[str]  # the sweep as igel-run -m arguments: params, profile replacements, overrides
+    skipped: int = 0  # jobs of the sweep that reproduce.skip leaves out
 
     @property
     def experiments(self) -> list[str]:
@@ -186,7 +188,7 @@ def load_plan(path: Path, profile: str = "full", overrides: Sequence[str] = ()) 
         arguments += list(overrides)
         batches = _expand(arguments, path.name)
         shown_keys = _varying_keys(batches) or [_key(argument) for argument in arguments]
-        jobs, seen = [], set()
+        jobs, seen, skipped = [], set(), 0
         for batch in batches:
             config = composer.job(batch)
             try:
@@ -198,17 +200,21 @@ def load_plan(path: Path, profile: str = "full", overrides: Sequence[str] = ()) 
             if identity in seen:  # two sweep values that compose the same run
                 continue
             seen.add(identity)
+            flat = flatten(OmegaConf.to_container(config, resolve=True, enum_to_str=True))
+            if any(matches(flat, where) for where in spec.skip):
+                skipped += 1
+                continue
             jobs.append(
                 Job(
                     overrides=tuple(batch),
                     shown=" ".join(item for item in batch if _key(item) in shown_keys),
                     config=config,
-                    flat=flatten(OmegaConf.to_container(config, resolve=True, enum_to_str=True)),
+                    flat=flat,
                     hash=identity,
                     point=config_hash(config, without=("seed",)),
                 )
             )
-    plan = Plan(path.stem, path, profile, spec, jobs, arguments)
+    plan = Plan(path.stem, path, profile, spec, jobs, arguments, skipped)
     check_cells(plan)
     return plan
 
@@ -267,6 +273,9 @@ def parse_spec(block: Mapping[str, Any] | None, where: str) -> Spec:
     verdict = block.get("verdict") or {}
     if not isinstance(verdict, Mapping) or not set(verdict) <= set(VERDICT_KEYS):
         raise ConfigError(f"{where}: reproduce.verdict must be {{authors: WHY, ruled_out: WHAT}}, got {verdict!r}")
+    skip = block.get("skip") or []
+    if isinstance(skip, str | Mapping) or not all(isinstance(entry, Mapping) and entry for entry in skip):
+        raise ConfigError(f"{where}: reproduce.skip must be a list of {{<param>: value, ...}}, got {skip!r}")
     return Spec(
         str(block["table"]),
         str(block.get("caption", "")),
@@ -276,6 +285,7 @@ def parse_spec(block: Mapping[str, Any] | None, where: str) -> Spec:
         paper,
         dict(quick) if quick is not None else None,
         {key: str(value) for key, value in verdict.items()},
+        [dict(entry) for entry in skip],
     )
 
 

@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
-from igel_exp.identity import ADDED_DEFAULTS, HASH_TAG, NOT_IDENTITY
+from igel_exp.identity import ADDED_DEFAULTS, HASH_TAG, NOT_IDENTITY, REUSED_TAG
 from igel_exp.plan import DEFAULT_PROTOCOL, Column, Job, Plan, matches, protocol_of, same_value
 from igel_exp.tracking import store_call
 
@@ -50,6 +50,7 @@ class StoredRun:
     error: str | None = None
     params: Mapping[str, str] = field(default_factory=dict)  # the flattened config, as MLflow keeps it (strings)
     end_time: int = 0  # ms, 0 while running
+    reused: bool = False  # took its embeddings from another run (task.reuse_embeddings): it did not train
 
     @property
     def seconds(self) -> float | None:
@@ -177,6 +178,7 @@ def load_runs(uri: str, experiments: Iterable[str]) -> list[StoredRun]:
                         run.data.tags.get("error"),
                         dict(run.data.params),
                         run.info.end_time or 0,
+                        REUSED_TAG in run.data.tags,
                     )
                 )
         token = page.token
@@ -434,6 +436,9 @@ def explanation(table: Table) -> list[str]:
             )
         else:
             how += f" Each cell is the grid point with the best mean {select.metric} ({select.mode}) over its seeds."
+    if spec.skip:
+        left_out = "; ".join(", ".join(f"{key}={value}" for key, value in where.items()) for where in spec.skip)
+        how += f" Not run (reproduce.skip): {left_out}."
     lines.append(how)
     return lines
 

@@ -39,7 +39,7 @@ from mlflow.entities import RunStatus
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from igel_exp.errors import ConfigError, DataError, IgelError, first_line
-from igel_exp.estimate import Duration, Estimate, Estimator, duration_text, load_kinds
+from igel_exp.estimate import Duration, Estimate, Estimator, duration_text, load_kinds, reuse_key
 from igel_exp.plan import PACKAGED_CONFIGS, PROFILES, Job, Plan, default_experiments_dir, load_plan, table_files
 from igel_exp.reporting import (
     FORMATS,
@@ -363,6 +363,7 @@ def _dry_run(plans: list[Plan], runs: _RunCache, launch: Sequence[str]) -> None:
     total = Estimate()
     to_do = 0
     earlier: set[str] = set()  # jobs of the tables above: tables that share runs (Sister Cities) run them once
+    trained: set[str] = set()  # the embeddings the jobs above train, which later jobs may reuse
     for plan in plans:
         stored = runs(plan)
         finished = finished_by_hash(stored)
@@ -371,12 +372,16 @@ def _dry_run(plans: list[Plan], runs: _RunCache, launch: Sequence[str]) -> None:
         todo = [job for job in unfinished if job.hash not in earlier]
         shared = len(unfinished) - len(todo)
         earlier.update(job.hash for job in todo)
-        durations = [Duration(run.params, run.seconds) for run in stored if run.status == "FINISHED" and run.seconds]
-        estimate = Estimator(durations, kinds).jobs(todo, pending)
+        durations = [
+            Duration(run.params, run.seconds, run.reused) for run in stored if run.status == "FINISHED" and run.seconds
+        ]
+        trained.update(filter(None, (reuse_key(job) for job in planned if job.hash in finished)))
+        estimate = Estimator(durations, kinds).jobs(todo, pending, trained)
         total += estimate
         to_do += len(todo) + pending
         later = f" (then {pending} more: the chosen points' other seeds)" if pending else ""
         later += f" ({shared} more in a table above)" if shared else ""
+        later += f" ({plan.skipped} of the sweep left out by reproduce.skip)" if plan.skipped else ""
         print(
             f"{plan.name} ({plan.profile}): {len(todo)}{later} of {len(planned) + pending} runs to do,"
             f" about {duration_text(estimate.seconds)}; sweep: {' '.join([plan.command, *launch])}"
@@ -412,12 +417,19 @@ def _store(arguments: argparse.Namespace, overrides: list[str]) -> str:
 
 def _plans(arguments: argparse.Namespace, tables: list[str], overrides: list[str], errors: list[str]) -> list[Plan]:
     folder = arguments.experiments or default_experiments_dir()
-    plans = []
+    plans, failed = [], {}
     for path in table_files(folder, tables):
         try:
             plans.append(load_plan(path, arguments.profile, overrides))
         except ConfigError as error:  # one malformed file does not hide the other tables
-            errors.append(f"{path.stem}: {error}")
+            failed[path.stem] = str(error)
+    # a bad override fails every table alike: one line, not one per table
+    by_cause: dict[str, list[str]] = {}
+    for table, message in failed.items():
+        by_cause.setdefault(message.rsplit(": ", 1)[-1], []).append(table)
+    for tables_alike in by_cause.values():
+        others = f" (the same in {', '.join(tables_alike[1:])})" if len(tables_alike) > 1 else ""
+        errors.append(f"{tables_alike[0]}: {failed[tables_alike[0]]}{others}")
     return plans
 
 
@@ -502,7 +514,8 @@ def reproduce_main(argv: Sequence[str] | None = None) -> int:
         uri = _store(arguments, overrides)
         plans = _plans(arguments, tables, overrides, errors)
         if arguments.dry_run:
-            _dry_run(plans, _RunCache(uri), launch)
+            if plans:
+                _dry_run(plans, _RunCache(uri), launch)
             return _fail("igel-reproduce", errors)
         runner = isolated if arguments.isolate else in_process
         outcomes = {}

@@ -35,6 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import ModelError, first_line
+from igel_exp.identity import REUSED_TAG  # such a run has no model: its source run's is used
 from igel_exp.models import IGELEmbedding, embed_all
 from igel_exp.tracking import RunLogger, store_call, tracking_uri
 
@@ -43,7 +44,6 @@ VERSION = 1
 ARTIFACT = "model"  # the run's artifact folder
 MANIFEST = "igel-model.json"
 WEIGHTS = "weights.pt"
-REUSED_TAG = "igel.embeddings_from"  # a run that took its embeddings from another run (pipelines.reuse) has no model
 
 
 @dataclass

@@ -4,9 +4,10 @@
 
 For each kind of costs.yaml that the store has runs of, per_unit_s becomes the median of (duration - start_s) / work
 over those runs (start_s is kept: it is the part of a run that does not grow with the work); the other kinds keep
-their numbers. Prints the kinds with the number of runs behind each; --write rewrites igel_exp/costs.yaml's kinds
-(its comment stays: update its date and machine). Run it after the trainer changes or on another kind of machine,
-on a store where tables ran one job at a time (e.g. `igel-reproduce all --profile quick`, then a few full tables).
+their numbers. Prints the kinds with the number of runs behind each; --write rewrites each kind's per_unit_s in
+igel_exp/costs.yaml (its comments stay: update their dates and machine). Run it after the trainer changes or on another
+kind of machine, on a store where tables ran a thread per job, two jobs at a time (`hydra/launcher=joblib
+hydra.launcher.n_jobs=2 threads=1`), as the costs were measured. Runs that reused another's embeddings are left out.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import mlflow
 from mlflow.entities import ViewType
 
 from igel_exp.estimate import Duration, Estimator, load_kinds
+from igel_exp.identity import HASH_TAG, REUSED_TAG
 
 COSTS = Path(__file__).resolve().parents[1] / "igel_exp" / "costs.yaml"
 
@@ -29,9 +31,9 @@ def durations(uri: str) -> list[Duration]:
     ids = [experiment.experiment_id for experiment in client.search_experiments()]
     runs = client.search_runs(ids, "attributes.status = 'FINISHED'", ViewType.ACTIVE_ONLY, max_results=50000)
     return [
-        Duration(run.data.params, (run.info.end_time - run.info.start_time) / 1000)
+        Duration(run.data.params, (run.info.end_time - run.info.start_time) / 1000, REUSED_TAG in run.data.tags)
         for run in runs
-        if run.info.end_time and "igel.config_hash" in run.data.tags
+        if run.info.end_time and HASH_TAG in run.data.tags
     ]
 
 
@@ -42,16 +44,22 @@ def main() -> None:
     arguments = parser.parse_args()
     kinds = load_kinds(COSTS.read_text())
     fitted = Estimator(durations(arguments.tracking_uri), kinds).rates  # per kind: the runs' seconds per unit
-    lines = []
+    refitted = {}  # kind index -> its new per_unit_s, for the kinds the store has runs of
     for index, kind in enumerate(kinds):
-        rates = fitted.get(index, [])
-        rate = statistics.median(rates) if rates else kind.per_unit_s
+        runs = fitted.get(index, [])
+        if runs:
+            refitted[index] = statistics.median(runs)
         match = ", ".join(f"{key}: {value}" for key, value in kind.match.items())
-        lines.append(f"  - {{match: {{{match}}}, start_s: {kind.start_s:g}, per_unit_s: {rate:.4g}}}")
-        print(f"{lines[-1]}  # {len(rates)} runs")
-    if arguments.write:
-        text = COSTS.read_text()
-        COSTS.write_text(re.sub(r"(?ms)^kinds:\n.*", "kinds:\n" + "\n".join(lines) + "\n", text))
+        rate = refitted.get(index, kind.per_unit_s)
+        print(f"  - {{match: {{{match}}}, start_s: {kind.start_s:g}, per_unit_s: {rate:.4g}}}  # {len(runs)} runs")
+    if arguments.write:  # the refitted kinds' per_unit_s in place: the other kinds and the comments stay as they are
+        lines, index = COSTS.read_text().splitlines(keepends=True), 0
+        for number, line in enumerate(lines):
+            if line.lstrip().startswith("- {match:"):
+                if index in refitted:
+                    lines[number] = re.sub(r"per_unit_s: [^}]+", f"per_unit_s: {refitted[index]:.4g}", line)
+                index += 1
+        COSTS.write_text("".join(lines))
         print(f"wrote {COSTS}")
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from igel_exp.errors import ConfigError
-from igel_exp.estimate import Duration, Estimator, Kind, duration_text, load_kinds, work
+from igel_exp.estimate import REUSE_S, Duration, Estimator, Kind, duration_text, load_kinds, work
 from igel_exp.plan import load_plan
 
 from conftest import REPO
@@ -80,3 +80,20 @@ def test_a_malformed_cost_model_fails_with_one_line():
 )
 def test_durations_read_as_hours_and_minutes(seconds, text):
     assert duration_text(seconds) == text
+
+
+def test_a_job_that_reuses_an_earlier_jobs_embeddings_costs_a_reuse(experiments_dir):
+    table = {"table": "Tiny", "rows": ["encoder.distance", "task.k"], "columns": {"F1": "f1_cluster"}}
+    sweep = {"encoder.distance": "1,2", "task.k": "5,6", "seed": "0"}  # α slowest: k = 5 trains, k = 6 reuses
+    plan = load_plan(experiments_dir("sister", sweep, table, experiment="sister_cities"), "quick")
+    model = Estimator([], [Kind({"name": "sister_cities"}, 30.0, 0.0)])
+    total = model.jobs(plan.jobs)  # α = 1 trains at k = 5 and reuses at k = 6; α = 2 alike
+    assert total.seconds == 2 * 30.0 + 2 * REUSE_S
+    assert total.sources == {"the cost model (costs.yaml)": 2, "the reuse of an earlier job's embeddings": 2}
+    # trained by a table above (or finished in the store): every job reuses
+    trained: set[str] = set()
+    model.jobs(plan.jobs[:1], trained=trained)
+    assert model.jobs(plan.jobs[1:2], trained=trained).seconds == REUSE_S
+    # a stored run that reused says nothing of a training's cost
+    stored = Estimator([Duration(params(plan.jobs[1]), 4.0, reused=True)], [Kind({"name": "sister_cities"}, 1.0, 1.0)])
+    assert stored.rates == {}

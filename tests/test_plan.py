@@ -46,9 +46,11 @@ def test_jobs_are_the_configs_hydra_composes_and_igel_run_would_run(compose_conf
             full = compose(config_name=path.stem, overrides=["hydra.searchpath=[pkg://igel_exp.conf]", *job.overrides])
             assert full == job.config, job.overrides
     # the same settings given to plain igel-run (no experiments/ file) are the same run
-    job = plan.jobs[-1]
+    job = next(job for job in reversed(plan.jobs) if job.config.encoder.name == "node2vec")
     plain = compose_config("experiment=link_prediction", *job.overrides)
-    assert config_hash(plain) == job.hash and job.config.encoder.name == "node2vec"
+    assert config_hash(plain) == job.hash
+    # the authors ran no baselines: reproduce.skip leaves them out of the authors' path
+    assert {job.config.encoder.name for job in plan.jobs if job.config.protocol == "authors"} == {"igel"}
 
 
 def test_every_reproduction_file_expands_its_quick_profile():
@@ -56,6 +58,16 @@ def test_every_reproduction_file_expands_its_quick_profile():
         plan = load_plan(path, "quick")
         assert plan.jobs, path.name
         assert all(plan.experiments), path.name
+
+
+def test_skip_leaves_the_matching_jobs_of_the_cross_product_out(experiments_dir):
+    skip = [{"encoder.distance": 2, "trainer.dim": 8}]
+    sweep = {"encoder.distance": "1,2", "trainer.dim": "4,8", "seed": "range(2)"}
+    table = {**TABLE, "rows": ["encoder.distance", "trainer.dim"], "skip": skip}
+    plan = load_plan(experiments_dir("cut", sweep, table))
+    kept = [(job.config.encoder.distance, job.config.trainer.dim, job.config.seed) for job in plan.jobs]
+    assert kept == [(1, 4, 0), (1, 4, 1), (1, 8, 0), (1, 8, 1), (2, 4, 0), (2, 4, 1)]
+    assert plan.skipped == 2
 
 
 def test_tables_are_chosen_by_file_name_paper_label_or_all(experiments_dir):
@@ -81,6 +93,8 @@ def test_tables_are_chosen_by_file_name_paper_label_or_all(experiments_dir):
         ({"paper": [{"encoder.distance": 1, "PageRank": "high"}]}, "paper entry 1: PageRank='high' is not a number"),
         ({"columns": {"PageRank": {"dataset.name": "x"}}}, "columns.PageRank must be a metric name"),
         ({"quick": None}, "reproduce.quick is missing"),
+        ({"skip": {"encoder.distance": 1}}, "reproduce.skip must be a list of"),
+        ({"skip": [{}]}, "reproduce.skip must be a list of"),
     ],
 )
 def test_malformed_reproduction_files_fail_with_one_line(experiments_dir, change, message):

@@ -238,3 +238,14 @@ def test_a_bad_value_stops_igel_reproduce_in_one_line_before_any_run(
     assert reproduce(experiments_dir.folder, override) == 1
     assert re.fullmatch(f"igel-reproduce: error: {line}", capsys.readouterr().err.strip().splitlines()[-1])
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_an_override_that_fails_every_table_is_one_line(experiments_dir, store_uri, capsys):
+    experiments_dir("first", {"encoder.distance": "1,2", "seed": "0"}, TABLE)
+    experiments_dir("second", {"encoder.distance": "2,3", "seed": "0"}, {**TABLE, "table": "Second"})
+    folder = str(experiments_dir.folder)
+    assert reproduce_main(["all", "--experiments", folder, "--dry-run", "encoder.nonsense=3"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no estimate of nothing
+    [line] = captured.err.strip().splitlines()
+    assert line.startswith("igel-reproduce: error: first: first.yaml with") and line.endswith("(the same in second)")

@@ -19,7 +19,7 @@ import mlflow
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from igel_exp.saved_model import REUSED_TAG
+from igel_exp.identity import REUSED_TAG
 from igel_exp.tracking import store_call
 
 log = logging.getLogger(__name__)
