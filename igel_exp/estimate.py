@@ -5,7 +5,7 @@ training) costs REUSE_S. Any other job's seconds come from the first of these th
 1. the store: the median duration of the FINISHED runs of its grid point (the same config, another seed);
 2. the store: the FINISHED runs of its kind (the first entry of the cost model whose `match` it has), scaled by
    work: start_s + median((duration - start_s) / work) × the job's work;
-3. the cost model, igel_exp/costs.yaml: start_s + per_unit_s × work, measured one job at a time on 2 cores.
+3. the cost model, igel_exp/costs.yaml: start_s + per_unit_s × work, measured a thread per job on 2 cores.
 A run's work is what its skip-gram trainer does: epochs × walks_per_node × walk_length × (2·window + negatives)
 walk-position scores, times |V| where the config has it (dataset.num_nodes: generated graphs; a named dataset's
 size is part of its kind); for the supervised trainer (PPI) its epochs, at most trainer.epochs and, as early

@@ -4,7 +4,7 @@
 
 For each kind of costs.yaml that the store has runs of, per_unit_s becomes the median of (duration - start_s) / work
 over those runs (start_s is kept: it is the part of a run that does not grow with the work); the other kinds keep
-their numbers. Prints the kinds with the number of runs behind each; --write rewrites each kind's per_unit_s in
+their numbers. Prints the kinds with the number of runs behind each; --write rewrites the refitted kinds' per_unit_s in
 igel_exp/costs.yaml (its comments stay: update their dates and machine). Run it after the trainer changes or on another
 kind of machine, on a store where tables ran a thread per job, two jobs at a time (`hydra/launcher=joblib
 hydra.launcher.n_jobs=2 threads=1`), as the costs were measured. Runs that reused another's embeddings are left out.
