@@ -33,6 +33,7 @@ from igel_exp.errors import ConfigError
 from igel_exp.identity import NOT_IDENTITY
 from igel_exp.pipelines.reuse import embedding_key
 from igel_exp.plan import Job, matches
+from igel_exp.reporting import StoredRun
 
 COSTS = "costs.yaml"  # in the igel_exp package
 WORK_KEYS = ("trainer.epochs", "trainer.walks_per_node", "trainer.walk_length", "trainer.window", "trainer.negatives")
@@ -56,6 +57,11 @@ class Duration:
     params: Mapping[str, str]
     seconds: float
     reused: bool = False  # it took its embeddings from another run: not a training's cost
+
+
+def finished_durations(runs: Iterable[StoredRun]) -> list[Duration]:
+    """The durations of a store's FINISHED runs, those that reused another run's embeddings marked as such."""
+    return [Duration(run.params, run.seconds, run.reused) for run in runs if run.status == "FINISHED" and run.seconds]
 
 
 @dataclass
@@ -157,11 +163,12 @@ class Estimator:
         estimate, known = Estimate(), []
         trained = set() if trained is None else trained
         for job in jobs:
-            seconds, source = self.job(job)
             key = reuse_key(job)
+            if key is not None and key in trained:
+                seconds, source = REUSE_S, "the reuse of an earlier job's embeddings"
+            else:
+                seconds, source = self.job(job)
             if key is not None:
-                if key in trained:
-                    seconds, source = REUSE_S, "the reuse of an earlier job's embeddings"
                 trained.add(key)
             estimate.add(seconds or 0.0, source)
             if seconds is not None:

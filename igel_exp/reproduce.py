@@ -39,7 +39,7 @@ from mlflow.entities import RunStatus
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from igel_exp.errors import ConfigError, DataError, IgelError, first_line
-from igel_exp.estimate import Duration, Estimate, Estimator, duration_text, load_kinds, reuse_key
+from igel_exp.estimate import Estimate, Estimator, duration_text, finished_durations, load_kinds, reuse_key
 from igel_exp.plan import PACKAGED_CONFIGS, PROFILES, Job, Plan, default_experiments_dir, load_plan, table_files
 from igel_exp.reporting import (
     FORMATS,
@@ -372,11 +372,8 @@ def _dry_run(plans: list[Plan], runs: _RunCache, launch: Sequence[str]) -> None:
         todo = [job for job in unfinished if job.hash not in earlier]
         shared = len(unfinished) - len(todo)
         earlier.update(job.hash for job in todo)
-        durations = [
-            Duration(run.params, run.seconds, run.reused) for run in stored if run.status == "FINISHED" and run.seconds
-        ]
         trained.update(filter(None, (reuse_key(job) for job in planned if job.hash in finished)))
-        estimate = Estimator(durations, kinds).jobs(todo, pending, trained)
+        estimate = Estimator(finished_durations(stored), kinds).jobs(todo, pending, trained)
         total += estimate
         to_do += len(todo) + pending
         later = f" (then {pending} more: the chosen points' other seeds)" if pending else ""

@@ -23,6 +23,7 @@ from igel_exp.models import (
     FreeEmbedding,
     GatheredNegatives,
     IGELEmbedding,
+    Lookup,
     TableNegatives,
     multilabel_loss,
     walk_skipgram_gradients,
@@ -295,8 +296,8 @@ class _SkipGramStep:
     def pair_batch(self, targets: torch.Tensor, others: torch.Tensor, labels: torch.Tensor) -> None:
         """The authors' step (trainer.batching=buckets), in closed form: the mean binary cross-entropy of the batch's
         pairs (nur-ag/IGEL src/model_utils.py train_negative_sampling, nn.BCEWithLogitsLoss)."""
-        model, trainer, pairs = self.model, self.trainer, len(targets)
-        table, lookup = model.lookup(torch.cat([targets, others]))
+        pairs = len(targets)
+        table, lookup = self.model.lookup(torch.cat([targets, others]))
         rows = table if lookup.index is None else table.index_select(0, lookup.index)
         first, second = rows[:pairs], rows[pairs:]
         dot = (first * second).sum(1)
@@ -307,10 +308,7 @@ class _SkipGramStep:
         grad = (grad * self.affine[0]).unsqueeze(1)
         d_rows = torch.cat([grad * second, grad * first])
         table_grad = d_rows if lookup.index is None else torch.zeros_like(table).index_add_(0, lookup.index, d_rows)
-        grads = [model.weight_gradient(lookup, table_grad)]
-        self.optimiser.step([*grads, d_affine] if trainer.logit_affine else grads)
-        self.loss_sum += loss  # the epoch's loss per positive pair, as the walks' step's
-        self.pair_sum += labels.sum()
+        self._update(lookup, table_grad, d_affine, loss, labels.sum())  # the loss per positive pair, as the walks'
 
     def _warm_up(self, walks: torch.Tensor, valid: torch.Tensor | None, negatives: torch.Tensor) -> None:
         """An eager step on a side stream: what CUDA graphs need before a capture (cuBLAS and allocator set-up)."""
@@ -341,10 +339,22 @@ class _SkipGramStep:
             table_grad[: w * s] = d_walks.view(-1, dim)
         else:
             table_grad.index_add_(0, lookup.index[: w * s], d_walks.view(-1, dim))
-        grads = [model.weight_gradient(lookup, table_grad)]
-        self.optimiser.step([*grads, d_affine] if trainer.logit_affine else grads)
+        self._update(lookup, table_grad, d_affine, loss, count)
+
+    def _update(
+        self,
+        lookup: Lookup,
+        table_grad: torch.Tensor,
+        d_affine: torch.Tensor,
+        loss: torch.Tensor,
+        pairs: torch.Tensor | int,
+    ) -> None:
+        """Adam's step from the gradient of the lookup's table (and of the logit's scale and bias), and the step's
+        loss and positive pairs added to the epoch's sums."""
+        grads = [self.model.weight_gradient(lookup, table_grad)]
+        self.optimiser.step([*grads, d_affine] if self.trainer.logit_affine else grads)
         self.loss_sum += loss
-        self.pair_sum += count
+        self.pair_sum += pairs
 
 
 class _CapturedStep:

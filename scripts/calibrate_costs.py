@@ -18,23 +18,17 @@ import statistics
 from pathlib import Path
 
 import mlflow
-from mlflow.entities import ViewType
 
-from igel_exp.estimate import Duration, Estimator, load_kinds
-from igel_exp.identity import HASH_TAG, REUSED_TAG
+from igel_exp.estimate import Duration, Estimator, finished_durations, load_kinds
+from igel_exp.reporting import load_runs
 
 COSTS = Path(__file__).resolve().parents[1] / "igel_exp" / "costs.yaml"
 
 
 def durations(uri: str) -> list[Duration]:
-    client = mlflow.MlflowClient(tracking_uri=uri)
-    ids = [experiment.experiment_id for experiment in client.search_experiments()]
-    runs = client.search_runs(ids, "attributes.status = 'FINISHED'", ViewType.ACTIVE_ONLY, max_results=50000)
-    return [
-        Duration(run.data.params, (run.info.end_time - run.info.start_time) / 1000, REUSED_TAG in run.data.tags)
-        for run in runs
-        if run.info.end_time and HASH_TAG in run.data.tags
-    ]
+    """The durations of every FINISHED run of the store's experiments (igel-reproduce's dry run reads them alike)."""
+    names = [experiment.name for experiment in mlflow.MlflowClient(tracking_uri=uri).search_experiments()]
+    return finished_durations(load_runs(uri, names))
 
 
 def main() -> None:
