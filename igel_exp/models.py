@@ -85,6 +85,11 @@ class IGELEmbedding(nn.Module):
         """Whether all of X is dense (no CSR part)."""
         return self.hot is None
 
+    def negatives_as_features(self, n_ids: int) -> bool:
+        """Whether the negatives of a batch of n_ids ids stay rows of X (FeatureNegatives): when all of X is dense
+        and the batch would be embedded id by id."""
+        return self.dense and n_ids < self.n_nodes
+
     @property
     def n_nodes(self) -> int:
         return len(self.rows)
@@ -122,6 +127,16 @@ class IGELEmbedding(nn.Module):
             sparse = self._csr(rows)
             embeddings += sparse.embed(self.weight.detach())
         return embeddings, Lookup(index, dense_rows, sparse)
+
+    def feature_rows(self, nodes: torch.Tensor) -> torch.Tensor:
+        """The rows of a dense X (all its columns) of `nodes` (len(nodes) × ℓ), read as bags of one row: embedding_bag
+        prefetches the rows it reads, 1.4× faster than index_select from an X that no cache holds (2^20 × 78)."""
+        return F.embedding_bag(nodes.reshape(-1, 1), self.rows, mode="sum")
+
+    @torch.no_grad()
+    def embed_rows(self, dense_rows: torch.Tensor) -> tuple[torch.Tensor, Lookup]:
+        """As `lookup`, for `feature_rows` already read: their embeddings, one row per id, and the lookup."""
+        return _product(dense_rows, self.weight), Lookup(None, dense_rows, None)
 
     @torch.no_grad()
     def weight_gradient(self, lookup: Lookup, grad: torch.Tensor) -> torch.Tensor:
@@ -181,6 +196,9 @@ class FreeEmbedding(nn.Module):
 
     def all_nodes(self) -> torch.Tensor:
         return self.table.weight
+
+    def negatives_as_features(self, n_ids: int) -> bool:
+        return False
 
     @torch.no_grad()
     def lookup(self, nodes: torch.Tensor) -> tuple[torch.Tensor, Lookup]:
@@ -254,7 +272,7 @@ class _Lookup(torch.autograd.Function):
 def walk_skipgram_gradients(
     walks: torch.Tensor,
     valid: torch.Tensor | None,
-    negatives: GatheredNegatives | TableNegatives,
+    negatives: GatheredNegatives | TableNegatives | FeatureNegatives,
     window: int,
     affine: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor | int, torch.Tensor, torch.Tensor]:
@@ -374,6 +392,30 @@ class TableNegatives:
         starts = torch.searchsorted(drawn, torch.arange(len(self.table), device=drawn.device))
         position = torch.div(order, z, rounding_mode="floor")
         self.table_grad += F.embedding_bag(position, walks, starts, mode="sum", per_sample_weights=grad.view(-1)[order])
+
+
+class FeatureNegatives:
+    """Negatives of a dense IGEL model as their rows of X (w·s × z × ℓ), never embedded: e_n·e_t = x_nᵀ (W e_t), so a
+    position's dots are its negatives' rows times its projection W e_t (ℓ), and the negatives' share of the gradients
+    is their rows weighted by dL/d(dot), summed per position (m_t, ℓ): W e_t's gradient, which gives m_t W to the
+    position and m_t ⊗ e_t to W (`weight_grad`, ℓ × d).
+
+    A position costs ℓ·(3d + 2z) multiply-adds instead of embedding its z negatives and back (2·z·ℓ·d): 2.9× less
+    arithmetic for the scalability runs (ℓ = 78, d = 25, z = 5), whose batches embed more negatives than positions.
+    """
+
+    def __init__(self, rows: torch.Tensor, weight: torch.Tensor):
+        self.rows, self.weight = rows, weight
+        self.weight_grad: torch.Tensor | None = None
+
+    def dots(self, walks: torch.Tensor) -> torch.Tensor:
+        projected = walks @ self.weight.T  # W e_t per position (w·s × ℓ)
+        return (self.rows * projected.to(self.rows.dtype).unsqueeze(1)).sum(-1, dtype=walks.dtype)
+
+    def backward(self, grad: torch.Tensor, walks: torch.Tensor, d_walks: torch.Tensor) -> None:
+        mixed = (self.rows * grad.to(self.rows.dtype).unsqueeze(-1)).sum(1, dtype=walks.dtype)  # m_t (w·s × ℓ)
+        d_walks.view(walks.shape).addmm_(mixed, self.weight)
+        self.weight_grad = mixed.T @ walks
 
 
 def _band(products: torch.Tensor, w: int, window: int) -> torch.Tensor:

@@ -379,9 +379,10 @@ def _dry_run(plans: list[Plan], runs: _RunCache, launch: Sequence[str]) -> None:
         later = f" (then {pending} more: the chosen points' other seeds)" if pending else ""
         later += f" ({shared} more in a table above)" if shared else ""
         later += f" ({plan.skipped} of the sweep left out by reproduce.skip)" if plan.skipped else ""
+        sweep = "sweep (reproduce.skip's jobs included)" if plan.skipped else "sweep"  # a sweep is a cross product
         print(
             f"{plan.name} ({plan.profile}): {len(todo)}{later} of {len(planned) + pending} runs to do,"
-            f" about {duration_text(estimate.seconds)}; sweep: {' '.join([plan.command, *launch])}"
+            f" about {duration_text(estimate.seconds)}; {sweep}: {' '.join([plan.command, *launch])}"
         )
         for job in todo:
             print(f"  {job.shown or '(the only job)'}")

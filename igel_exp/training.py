@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 
 from igel_exp.errors import ConfigError
 from igel_exp.models import (
+    FeatureNegatives,
     FreeEmbedding,
     GatheredNegatives,
     IGELEmbedding,
@@ -323,6 +324,14 @@ class _SkipGramStep:
         model, trainer = self.model, self.trainer
         w, s, z = negatives.shape
         positions = walks if valid is None else walks.clamp(min=0)  # END (−1) reads node 0, weighted 0
+        if model.negatives_as_features(w * s * (1 + z)):
+            table, lookup = model.embed_rows(model.feature_rows(positions))
+            sampled = FeatureNegatives(model.feature_rows(negatives).view(w * s, z, -1), model.weight.detach())
+            loss, count, d_walks, d_affine = walk_skipgram_gradients(
+                table.view(w, s, -1), valid, sampled, trainer.window, self.affine
+            )
+            self._update(lookup, d_walks.view(w * s, -1), d_affine, loss, count, sampled.weight_grad)
+            return
         nodes = torch.cat([positions.reshape(-1), negatives.view(-1)])
         table, lookup = model.lookup(nodes)
         dim = table.shape[1]
@@ -348,10 +357,14 @@ class _SkipGramStep:
         d_affine: torch.Tensor,
         loss: torch.Tensor,
         pairs: torch.Tensor | int,
+        weight_grad: torch.Tensor | None = None,
     ) -> None:
-        """Adam's step from the gradient of the lookup's table (and of the logit's scale and bias), and the step's
-        loss and positive pairs added to the epoch's sums."""
+        """Adam's step from the gradient of the lookup's table, plus `weight_grad` (W's gradient through a path other
+        than the table), and of the logit's scale and bias; the step's loss and positive pairs added to the epoch's
+        sums."""
         grads = [self.model.weight_gradient(lookup, table_grad)]
+        if weight_grad is not None:
+            grads[0] += weight_grad
         self.optimiser.step([*grads, d_affine] if self.trainer.logit_affine else grads)
         self.loss_sum += loss
         self.pair_sum += pairs

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import ConfigError
 from igel_exp.models import (
+    FeatureNegatives,
     FreeEmbedding,
     GatheredNegatives,
     IGELEmbedding,
@@ -178,6 +179,58 @@ def test_walk_loss_and_gradients_equal_the_pairwise_formula_and_autograd(
     )
     torch.testing.assert_close(table_grad.index_add_(0, walk_rows.ravel(), d_walks.reshape(-1, 4)).cpu(), table.grad)
     torch.testing.assert_close(d_affine.cpu(), affine.grad)
+
+
+@pytest.mark.parametrize("walks_case", WALKS)
+def test_negatives_kept_as_feature_rows_give_the_loss_and_gradients_of_their_embeddings(walks_case, device):
+    """FeatureNegatives dots a position's projection W e_t with its negatives' rows of X instead of embedding them:
+    the same loss, and the same gradient of W as autograd through e = X W."""
+    generator = torch.Generator().manual_seed(0)
+    features = torch.rand(9, 6, generator=generator, dtype=torch.float64)
+    weight = torch.randn(6, 4, generator=generator, dtype=torch.float64, requires_grad=True)
+    affine = torch.tensor([0.7, -1.3], dtype=torch.float64, requires_grad=True)
+    walks, pair_counts = WALKS[walks_case]
+    negatives = np.random.default_rng(1).integers(9, size=(3, 5, 2))
+    reference = pairwise_loss(walks, features @ weight, negatives, window=2, affine=affine)
+    reference.backward()
+    valid = torch.as_tensor(walks != END, device=device)
+    walk_rows = torch.as_tensor(np.where(walks == END, 0, walks), device=device)
+    negative_rows = torch.as_tensor(negatives, device=device)
+    x, w = features.to(device), weight.detach().to(device)
+    sampled = FeatureNegatives(x[negative_rows].view(15, 2, 6), w)
+    loss, count, d_walks, d_affine = walk_skipgram_gradients(
+        x[walk_rows] @ w, None if walks_case == "full" else valid, sampled, 2, affine.detach().to(device)
+    )
+    assert int(count) == pair_counts[2]
+    assert (loss / count).item() == pytest.approx(reference.item())
+    torch.testing.assert_close(d_affine.cpu(), affine.grad)
+    d_weight = x[walk_rows].reshape(-1, 6).T @ d_walks.reshape(-1, 4) + sampled.weight_grad
+    torch.testing.assert_close(d_weight.cpu(), weight.grad)
+
+
+@pytest.mark.parametrize("precision, tolerance", [("float32", 1e-5), ("bfloat16", 0.05)])
+def test_a_dense_model_trains_on_its_negatives_feature_rows_as_on_their_embeddings(monkeypatch, precision, tolerance):
+    """Batches of fewer ids than nodes keep a dense model's negatives as rows of X: the training is that of the
+    embedded negatives (GatheredNegatives), up to rounding, and as reproducible."""
+    graph = small_graphs()["miserables"]
+    csr = CSRGraph.from_igraph(graph)
+
+    def train() -> np.ndarray:
+        seed_everything(0)
+        model = IGELEmbedding(IGELEncoder(1).fit_transform(graph), dim=8, precision=precision)
+        trainer = SkipGramTrainer(2, 150, 0.05, 3, 2, torch.device("cpu"), seed=1, progress=False)
+        assert trainer.walks_per_batch(10) == 1  # a walk of 10 and its negatives: 40 ids, of 77 nodes
+        trainer.fit(model, lambda rng: epoch_walks(csr, 1, 10, rng))
+        return embed_all(model, torch.device("cpu"))
+
+    model = IGELEmbedding(IGELEncoder(1).fit_transform(graph), dim=8)
+    assert model.dense and model.negatives_as_features(40) and not model.negatives_as_features(80)
+    kept, again = train(), train()
+    np.testing.assert_array_equal(kept, again)
+    monkeypatch.setattr(IGELEmbedding, "negatives_as_features", lambda self, n_ids: False)
+    embedded = train()
+    assert not np.array_equal(kept, embedded)
+    np.testing.assert_allclose(kept, embedded, rtol=0, atol=tolerance * np.abs(embedded).max())
 
 
 def test_all_nodes_equals_forward_and_backpropagates_x_transposed(layout, device):

@@ -184,6 +184,14 @@ def test_the_dry_run_counts_runs_that_tables_share_once(experiments_dir, store_u
     assert lines[2].startswith("all: 3 runs to do")
 
 
+def test_the_dry_run_says_its_sweep_line_runs_the_jobs_reproduce_skip_leaves_out(experiments_dir, store_uri, capsys):
+    experiments_dir("tiny", {"encoder.distance": "1,2", "seed": "0"}, {**TABLE, "skip": [{"encoder.distance": 2}]})
+    assert reproduce(experiments_dir.folder, "--dry-run") == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("tiny (quick): 1 (1 of the sweep left out by reproduce.skip) of 1 runs to do, about")
+    assert "; sweep (reproduce.skip's jobs included): igel-run -m " in first
+
+
 def test_reproduce_through_the_joblib_launcher_skips_what_is_finished(experiments_dir, store_uri, capsys):
     experiments_dir("tiny", {"encoder.distance": "1,2", "seed": "0"}, TABLE)
     pipelines.run(compose_config_for(experiments_dir, "encoder.distance=1"))  # the first job is already done
