@@ -201,6 +201,7 @@ class FreeEmbedding(nn.Module):
         return self.table.weight
 
     def negatives_as_features(self, n_ids: int) -> bool:
+        """Never: free embeddings have no features."""
         return False
 
     @torch.no_grad()

@@ -209,19 +209,21 @@ def test_negatives_kept_as_feature_rows_give_the_loss_and_gradients_of_their_emb
 
 
 @pytest.mark.parametrize("precision, tolerance", [("float32", 1e-5), ("bfloat16", 0.05)])
-def test_a_dense_model_trains_on_its_negatives_feature_rows_as_on_their_embeddings(monkeypatch, precision, tolerance):
+def test_a_dense_model_trains_on_its_negatives_feature_rows_as_on_their_embeddings(
+    monkeypatch, device, precision, tolerance
+):
     """Batches of fewer ids than nodes keep a dense model's negatives as rows of X: the training is that of the
-    embedded negatives (GatheredNegatives), up to rounding, and as reproducible."""
+    embedded negatives (GatheredNegatives), up to rounding, and as reproducible (on a GPU, in CUDA graphs)."""
     graph = small_graphs()["miserables"]
     csr = CSRGraph.from_igraph(graph)
 
     def train() -> np.ndarray:
         seed_everything(0)
         model = IGELEmbedding(IGELEncoder(1).fit_transform(graph), dim=8, precision=precision)
-        trainer = SkipGramTrainer(2, 150, 0.05, 3, 2, torch.device("cpu"), seed=1, progress=False)
+        trainer = SkipGramTrainer(2, 150, 0.05, 3, 2, device, seed=1, progress=False)
         assert trainer.walks_per_batch(10) == 1  # a walk of 10 and its negatives: 40 ids, of 77 nodes
         trainer.fit(model, lambda rng: epoch_walks(csr, 1, 10, rng))
-        return embed_all(model, torch.device("cpu"))
+        return embed_all(model, device)
 
     model = IGELEmbedding(IGELEncoder(1).fit_transform(graph), dim=8)
     assert model.dense and model.negatives_as_features(40) and not model.negatives_as_features(80)
