@@ -296,6 +296,7 @@ class SupervisedTrainer(Trainer):
     dropout: float = between(0, 1, closed_low=True)
     weight_decay: float = at_least(0)
     patience: int = at_least(1)
+    precision: Precision = value()
     pretrain: Pretrain = field(default_factory=Pretrain)
 
 

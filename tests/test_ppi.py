@@ -374,6 +374,31 @@ def test_classifier_is_the_mlp_of_igel_embedding_and_features():
         NodeClassifier(None, None, n_labels=2, hidden=7, depth=2)
 
 
+def test_bfloat16_precision_runs_the_mlp_in_bfloat16_and_keeps_weights_and_logits_float32():
+    graph = ig.Graph.Famous("Zachary")
+    encoded = IGELEncoder(1).fit_transform(graph)
+    features = np.random.default_rng(0).normal(size=(graph.vcount(), 3))
+    torch.manual_seed(0)
+    exact = NodeClassifier(IGELEmbedding(encoded, 5), features, n_labels=2, hidden=16, depth=3)
+    fast = NodeClassifier(IGELEmbedding(encoded, 5, "bfloat16"), features, 2, 16, 3, precision="bfloat16")
+    fast.load_state_dict(exact.state_dict())  # the same W and MLP (X's dense columns copied into bfloat16)
+    nodes = torch.tensor([4, 0, 33, 4, 12])
+    reference, logits = exact(nodes), fast(nodes)
+    assert logits.dtype == torch.float32 and not torch.equal(logits, reference)
+    torch.testing.assert_close(logits, reference, rtol=0, atol=0.05 * float(reference.detach().abs().max()))
+    logits.sum().backward()
+    assert all(p.dtype == p.grad.dtype == torch.float32 for p in fast.parameters())
+    with pytest.raises(ConfigError, match=r"trainer.precision='float16' is not one of float32, bfloat16"):
+        NodeClassifier(None, features, 2, 4, 2, precision="float16")
+
+
+def test_ppi_runs_at_bfloat16_precision(compose_config, shared_store, tmp_path):
+    graphsage_files(tmp_path / "data")
+    metrics, run_id = run_ppi(compose_config, tmp_path / "data", "trainer.precision=bfloat16")
+    assert mlflow.get_run(run_id).data.params["trainer.precision"] == "bfloat16"
+    assert metrics["test_micro_f1"] > 0.8  # as at float32 (test_ppi_experiment_end_to_end)
+
+
 def test_structures_unseen_in_training_get_zero_rows():
     seen = sp.csr_matrix(np.array([[0.5, 0.0, 0.5, 0.0]], dtype=np.float32))
     everything = sp.csr_matrix(np.array([[0.5, 0.0, 0.5, 0.0], [0.0, 1.0, 0.0, 0.0]], dtype=np.float32))

@@ -59,7 +59,8 @@ def node_classification(config: DictConfig) -> dict[str, float]:
         structure = None
         if use_igel:
             encoded = _encode(encoder, dataset, logger, stages)
-            structure = restrict_to_seen(IGELEmbedding(sp.vstack(encoded, format="csr"), settings.dim), encoded[0])
+            layer = IGELEmbedding(sp.vstack(encoded, format="csr"), settings.dim, settings.precision)
+            structure = restrict_to_seen(layer, encoded[0])
             if settings.pretrain.epochs > 0:
                 _pretrain(structure, encoded[0], dataset.splits["train"].graph, config, device, logger, stages)
         model = NodeClassifier(
@@ -70,6 +71,7 @@ def node_classification(config: DictConfig) -> dict[str, float]:
             depth=settings.depth,
             activation=settings.activation,
             dropout=settings.dropout,
+            precision=settings.precision,
         )
         nodes = {name: torch.as_tensor(ids, device=device) for name, ids in ranges.items()}
         truth = {name: labels[ids].astype(bool) for name, ids in ranges.items()}
