@@ -143,7 +143,7 @@ def train_unsupervised(
         logger.metrics(
             {"features": encoder.n_features, "features_nnz": features.nnz, "max_degree": encoder.max_degree_}
         )
-        model = IGELEmbedding(features, trainer_config.dim, trainer_config.get("precision", "float32"))
+        model = IGELEmbedding(features, trainer_config.dim, trainer_config.precision)
         initialise_weight(model, config.encoder, encoder, config.seed)
     log.info("training on %s", device)
     logger.tags({"device": device})
