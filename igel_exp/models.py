@@ -560,10 +560,11 @@ class NodeClassifier(nn.Module):
             inputs.append(self.structure(nodes))
         if self.features is not None:
             inputs.append(self.features[nodes])
-        reduced = self.precision != torch.float32
-        with torch.autocast(nodes.device.type, dtype=self.precision, enabled=reduced):
-            logits = self.mlp(torch.cat(inputs, dim=1) if len(inputs) > 1 else inputs[0])
-        return logits.float()
+        joined = torch.cat(inputs, dim=1) if len(inputs) > 1 else inputs[0]
+        if self.precision == torch.float32:
+            return self.mlp(joined)
+        with torch.autocast(nodes.device.type, dtype=self.precision):
+            return self.mlp(joined).float()
 
 
 def multilabel_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
