@@ -127,7 +127,7 @@ class IGELEmbedding(nn.Module):
             rows, index = torch.unique(nodes, return_inverse=True)
         else:
             rows, index = nodes, None
-        dense_rows = self.rows if rows is None else self.rows.index_select(0, rows)
+        dense_rows = self.rows if rows is None else self.feature_rows(rows)
         embeddings = _product(dense_rows, self._dense_weight())
         sparse = None
         if not self.dense:
@@ -136,17 +136,12 @@ class IGELEmbedding(nn.Module):
         return embeddings, Lookup(index, dense_rows, sparse)
 
     def feature_rows(self, nodes: torch.Tensor) -> torch.Tensor:
-        """The rows of a dense X (all its columns) of `nodes` (len(nodes) × ℓ). On the CPU they are read as bags of one
-        row: embedding_bag prefetches the rows it reads, 1.4× faster than index_select from an X that no cache holds
-        (2^20 × 78), and the same values. A GPU gathers them (index_select, which CUDA graphs capture)."""
-        if self.rows.device.type == "cpu":
+        """X's dense columns of `nodes` (len(nodes) × their number). Where all of X is dense, on the CPU, they are read
+        as bags of one row: embedding_bag prefetches the rows it reads, 1.4× faster than index_select from an X that
+        no cache holds (2^20 × 78), and the same values. Otherwise index_select gathers them (on a GPU, capturable)."""
+        if self.dense and self.rows.device.type == "cpu":
             return F.embedding_bag(nodes.reshape(-1, 1), self.rows, mode="sum")
         return self.rows.index_select(0, nodes.reshape(-1))
-
-    @torch.no_grad()
-    def embed_rows(self, dense_rows: torch.Tensor) -> tuple[torch.Tensor, Lookup]:
-        """As `lookup`, for `feature_rows` already read: their embeddings, one row per id, and the lookup."""
-        return _product(dense_rows, self.weight), Lookup(None, dense_rows, None)
 
     @torch.no_grad()
     def weight_gradient(self, lookup: Lookup, grad: torch.Tensor) -> torch.Tensor:

@@ -325,7 +325,7 @@ class _SkipGramStep:
         w, s, z = negatives.shape
         positions = walks if valid is None else walks.clamp(min=0)  # END (−1) reads node 0, weighted 0
         if model.negatives_as_features(w * s * (1 + z)):
-            table, lookup = model.embed_rows(model.feature_rows(positions))
+            table, lookup = model.lookup(positions.reshape(-1))  # one row per id
             sampled = FeatureNegatives(model.feature_rows(negatives).view(w * s, z, -1), model.weight.detach())
             loss, count, d_walks, d_affine = walk_skipgram_gradients(
                 table.view(w, s, -1), valid, sampled, trainer.window, self.affine
