@@ -27,6 +27,7 @@ from igel_exp.models import (
     Lookup,
     TableNegatives,
     multilabel_loss,
+    sum_rows_by,
     walk_skipgram_gradients,
 )
 from igel_exp.walks import END, AuthorsPairs, positive_pairs
@@ -236,8 +237,9 @@ class SkipGramTrainer:
         walks (a batch mixes pairs of many)."""
         walks = np.concatenate([torch.as_tensor(chunk).cpu().numpy() for chunk in chunks])
         pairs = AuthorsPairs.of_walks(walks, self.window, self.negatives, n_nodes, rng)
-        share = len(walks) / max(-(-len(pairs.targets) * (1 + self.negatives) // self.batch_size), 1)
-        for batch in pairs.batches(self.batch_size):
+        n_batches = max(-(-pairs.others.size // self.batch_size), 1)
+        for number, batch in enumerate(pairs.batches(self.batch_size)):
+            share = (number + 1) * len(walks) // n_batches - number * len(walks) // n_batches  # whole walks, all in all
             yield tuple(torch.as_tensor(part).to(self.device) for part in batch), share
 
     def sample_negatives(self, n_nodes: int, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
@@ -299,16 +301,15 @@ class _SkipGramStep:
         pairs (nur-ag/IGEL src/model_utils.py train_negative_sampling, nn.BCEWithLogitsLoss)."""
         pairs = len(targets)
         table, lookup = self.model.lookup(torch.cat([targets, others]))
-        rows = table if lookup.index is None else table.index_select(0, lookup.index)
-        first, second = rows[:pairs], rows[pairs:]
-        dot = (first * second).sum(1)
+        ends = torch.arange(len(table), device=table.device) if lookup.index is None else lookup.index  # rows in table
+        dot = torch.linalg.vecdot(table.index_select(0, ends[:pairs]), table.index_select(0, ends[pairs:]))
         logit = dot * self.affine[0] + self.affine[1]
         loss = F.binary_cross_entropy_with_logits(logit, labels, reduction="sum")
         grad = (torch.sigmoid(logit) - labels) / pairs  # d(mean loss)/d(logit)
         d_affine = torch.stack([(grad * dot).sum(), grad.sum()])
-        grad = (grad * self.affine[0]).unsqueeze(1)
-        d_rows = torch.cat([grad * second, grad * first])
-        table_grad = d_rows if lookup.index is None else torch.zeros_like(table).index_add_(0, lookup.index, d_rows)
+        # each end of a pair gets its partner's row times dL/d(dot)
+        partners = torch.cat([ends[pairs:], ends[:pairs]])
+        table_grad = sum_rows_by(ends, len(table), table, partners, (grad * self.affine[0]).repeat(2))
         self._update(lookup, table_grad, d_affine, loss, labels.sum())  # the loss per positive pair, as the walks'
 
     def _warm_up(self, walks: torch.Tensor, valid: torch.Tensor | None, negatives: torch.Tensor) -> None:

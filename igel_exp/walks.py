@@ -231,8 +231,9 @@ class AuthorsPairs:
     batches. A batch thus samples pairs 777 apart across a stretch of some 777 · batch_size pairs."""
 
     targets: np.ndarray  # per positive pair
-    contexts: np.ndarray
-    negatives: np.ndarray  # positive pairs × z
+    others: np.ndarray  # positive pairs × (1 + z): the context, then the z negatives, in the stream's order
+
+    DRAWN_TOGETHER = 65536  # positive pairs whose negatives are drawn at once (numpy draws them as one call would)
 
     @classmethod
     def of_walks(cls, walks: np.ndarray, window: int, negatives: int, n_nodes: int, rng: np.random.Generator):
@@ -243,27 +244,35 @@ class AuthorsPairs:
         columns = np.where(inside, around, 0)
         valid = (walks != END)[:, :, None] & (walks[:, columns] != END) & inside  # [walk, position, offset]
         walk, position, offset = np.nonzero(valid)  # in the stream's order
-        targets = walks[walk, position]
-        contexts = walks[walk, columns[position, offset]]
-        drawn = rng.integers(max(n_nodes - 1, 1), size=(len(targets), negatives), dtype=walks.dtype)
-        drawn += drawn >= targets[:, None]  # uniform among the other nodes
-        return cls(targets, contexts, drawn)
+        kept = np.int32 if n_nodes < 2**31 else np.int64  # half the memory to write and to read batches from
+        targets = walks[walk, position].astype(kept)
+        others = np.empty((len(targets), 1 + negatives), dtype=kept)
+        others[:, 0] = walks[walk, columns[position, offset]]
+        for start in range(0, len(targets), cls.DRAWN_TOGETHER):  # the draws of one call, a cache-sized part at a time
+            part = slice(start, start + cls.DRAWN_TOGETHER)
+            drawn = rng.integers(max(n_nodes - 1, 1), size=(len(targets[part]), negatives), dtype=walks.dtype)
+            others[part, 1:] = drawn + (drawn >= targets[part, None])  # uniform among the other nodes
+        return cls(targets, others)
+
+    @property
+    def negatives(self) -> np.ndarray:
+        return self.others[:, 1:]
 
     def batches(self, batch_size: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """(targets, others, labels) of each batch, in the order the buckets fill."""
-        per_positive = 1 + self.negatives.shape[1]
-        total = len(self.targets) * per_positive
+        total = self.others.size
         full = total // (BUCKETS * batch_size) * BUCKETS * batch_size
         bucket_stride = BUCKETS * np.arange(batch_size)  # a bucket's pairs, from its first
         for start in range(0, full, BUCKETS * batch_size):  # a round: every bucket fills once, in turn
             for bucket in range(BUCKETS):
-                yield self._pairs(start + bucket + bucket_stride, per_positive)
+                yield self._pairs(start + bucket + bucket_stride)
         rest = np.arange(full, total)
         rest = rest[np.argsort((rest - full) % BUCKETS, kind="stable")]  # bucket by bucket
         for start in range(0, len(rest), batch_size):
-            yield self._pairs(rest[start : start + batch_size], per_positive)
+            yield self._pairs(rest[start : start + batch_size])
 
-    def _pairs(self, stream: np.ndarray, per_positive: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        positive, slot = np.divmod(stream, per_positive)
-        others = np.where(slot == 0, self.contexts[positive], self.negatives[positive, np.maximum(slot - 1, 0)])
-        return self.targets[positive], others, (slot == 0).astype(np.float32)
+    def _pairs(self, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Pairs of the stream, which runs through `others` row by row."""
+        positive, slot = np.divmod(stream, self.others.shape[1])
+        pair = self.targets[positive].astype(np.int64), self.others.reshape(-1)[stream].astype(np.int64)
+        return *pair, (slot == 0).astype(np.float32)

@@ -1,3 +1,5 @@
+from types import SimpleNamespace
+
 import igraph as ig
 import numpy as np
 import pytest
@@ -16,7 +18,7 @@ from igel_exp.models import (
     embed_all,
     walk_skipgram_gradients,
 )
-from igel_exp.training import SkipGramTrainer, batch_scale_for, resolve_device, seed_everything
+from igel_exp.training import SkipGramTrainer, _SkipGramStep, batch_scale_for, resolve_device, seed_everything
 from igel_exp.walks import END, CSRGraph, DeviceWalker, epoch_walks
 
 from conftest import small_graphs
@@ -295,6 +297,41 @@ def test_the_authors_batches_are_another_training_and_keep_the_uniform_noise():
         SkipGramTrainer(**settings, batching="pairs")
     with pytest.raises(ConfigError, match=r"trainer.batching=buckets draws its negatives uniformly"):
         SkipGramTrainer(**settings, batching="buckets", noise=np.ones(graph.vcount()))
+
+
+@pytest.mark.parametrize("pairs", [5, 60], ids=["a row per id", "every node's table"])
+def test_the_authors_step_takes_the_gradient_of_their_mean_binary_cross_entropy(layout, device, pairs):
+    """trainer.batching=buckets: W and the logit's scale and bias get autograd's gradient of the batch's mean binary
+    cross-entropy through e = X W, whether the ids repeat (every node's table, each row's entries summed) or not."""
+    graph = small_graphs()["miserables"]
+    features = IGELEncoder(2).fit_transform(graph)
+    model = IGELEmbedding(features, dim=4).to(device)
+    settings = dict(seed=0, progress=False, logit_init="uniform", batching="buckets")
+    trainer = SkipGramTrainer(1, 100, 0.1, 2, 2, device, **settings)
+    step = _SkipGramStep(trainer, model)
+    taken = []
+    step.optimiser = SimpleNamespace(step=taken.append)  # what Adam is handed
+    generator = torch.Generator().manual_seed(pairs)
+    targets, others = torch.randint(77, (2, pairs), generator=generator)
+    labels = (torch.rand(pairs, generator=generator) < 0.3).double()
+    step.pair_batch(targets.to(device), others.to(device), labels.float().to(device))
+    weight = model.weight.detach().cpu().double().requires_grad_()
+    affine = step.affine.detach().cpu().double().requires_grad_()
+    embeddings = torch.as_tensor(features.toarray(), dtype=torch.float64) @ weight
+    logit = (embeddings[targets] * embeddings[others]).sum(1) * affine[0] + affine[1]
+    loss = F.binary_cross_entropy_with_logits(logit, labels)
+    loss.backward()
+    (d_weight, d_affine) = taken[0]
+    torch.testing.assert_close(d_weight.cpu().double(), weight.grad, rtol=1e-4, atol=1e-7)
+    torch.testing.assert_close(d_affine.cpu().double(), affine.grad, rtol=1e-4, atol=1e-7)
+    assert step.mean_loss() == pytest.approx(loss.item() * pairs / labels.sum().item(), rel=1e-5)
+
+
+def test_the_authors_batches_advance_the_progress_bar_by_whole_walks():
+    walks = epoch_walks(CSRGraph.from_igraph(small_graphs()["miserables"]), 1, 20, np.random.default_rng(0))
+    trainer = SkipGramTrainer(1, 100, 0.1, 2, 2, torch.device("cpu"), seed=0, progress=False, batching="buckets")
+    shares = [share for _, share in trainer._buckets(walks, 77, np.random.default_rng(1))]
+    assert len(shares) > 77 and all(isinstance(share, int) for share in shares) and sum(shares) == 77
 
 
 def test_walks_drawn_on_the_device_train_alike(device):

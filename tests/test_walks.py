@@ -165,6 +165,15 @@ def test_authors_pairs_are_the_authors_stream_dealt_into_their_buckets(monkeypat
     assert (len(expected) > buckets) == full_rounds  # rounds of full buckets, then the joined rest
 
 
+def test_authors_negatives_drawn_part_by_part_are_those_of_one_draw(monkeypatch):
+    walks = random_walks(CSRGraph.from_igraph(small_graphs()["miserables"]), np.arange(77), 9, np.random.default_rng(0))
+    whole = AuthorsPairs.of_walks(walks, 2, 3, 77, np.random.default_rng(1))
+    monkeypatch.setattr(AuthorsPairs, "DRAWN_TOGETHER", 7)
+    parts = AuthorsPairs.of_walks(walks, 2, 3, 77, np.random.default_rng(1))
+    np.testing.assert_array_equal(parts.others, whole.others)
+    assert len(whole.targets) > 7 and whole.others.dtype == np.int32
+
+
 def test_authors_negatives_are_uniform_among_the_other_nodes():
     walks = np.array([[0, 1, 2, 3, 4, 0, 1, 2]] * 200)
     pairs = AuthorsPairs.of_walks(walks, 1, 5, 5, np.random.default_rng(0))
