@@ -415,6 +415,37 @@ def sum_rows_by(rows: torch.Tensor, n_rows: int, source: torch.Tensor, picks: to
     return F.embedding_bag(picked, source, starts, mode="sum", per_sample_weights=weights.index_select(0, order))
 
 
+class RowPairs:
+    """Pairs of rows of a table of embeddings (m × d), the authors' batches (trainer.batching=buckets): `ends` holds
+    each pair's first row, then each pair's second. Their dot products, and the table's gradient given dL/d(dot) per
+    pair: each end gets its partner's row times it.
+
+    A table of at most as many rows as the square root of the batch's pairs (Les Misérables' 154 nodes against 25,000
+    pairs) gets both from matrices of every two rows: the Gram matrix, and the pairs' summed dL/d(dot) per cell (a
+    scatter of scalars) times the table. Otherwise the pairs' rows are gathered for the dots, and their gradients summed
+    by row (sum_rows_by)."""
+
+    def __init__(self, table: torch.Tensor, ends: torch.Tensor):
+        self.table, self.ends, self.pairs = table, ends, len(ends) // 2
+        self.cells = None
+        if len(table) ** 2 <= self.pairs:
+            self.cells = ends[: self.pairs] * len(table) + ends[self.pairs :]
+
+    def dots(self) -> torch.Tensor:
+        if self.cells is not None:
+            return (self.table @ self.table.T).view(-1).index_select(0, self.cells)
+        first, second = self.ends[: self.pairs], self.ends[self.pairs :]
+        return torch.linalg.vecdot(self.table.index_select(0, first), self.table.index_select(0, second))
+
+    def table_gradient(self, grad: torch.Tensor) -> torch.Tensor:
+        rows = len(self.table)
+        if self.cells is not None:
+            cells = grad.new_zeros(rows * rows).index_put_((self.cells,), grad, accumulate=True).view(rows, rows)
+            return (cells + cells.T) @ self.table
+        partners = torch.cat([self.ends[self.pairs :], self.ends[: self.pairs]])
+        return sum_rows_by(self.ends, rows, self.table, partners, grad.repeat(2))
+
+
 class FeatureNegatives:
     """Negatives of a dense IGEL model as their rows of X (w·s × z × ℓ), never embedded: e_n·e_t = x_nᵀ (W e_t), so a
     position's dots are its negatives' rows times its projection W e_t (ℓ), and the negatives' share of the gradients

@@ -25,9 +25,9 @@ from igel_exp.models import (
     GatheredNegatives,
     IGELEmbedding,
     Lookup,
+    RowPairs,
     TableNegatives,
     multilabel_loss,
-    sum_rows_by,
     walk_skipgram_gradients,
 )
 from igel_exp.walks import END, AuthorsPairs, positive_pairs
@@ -302,14 +302,13 @@ class _SkipGramStep:
         pairs = len(targets)
         table, lookup = self.model.lookup(torch.cat([targets, others]))
         ends = torch.arange(len(table), device=table.device) if lookup.index is None else lookup.index  # rows in table
-        dot = torch.linalg.vecdot(table.index_select(0, ends[:pairs]), table.index_select(0, ends[pairs:]))
+        scored = RowPairs(table, ends)
+        dot = scored.dots()
         logit = dot * self.affine[0] + self.affine[1]
         loss = F.binary_cross_entropy_with_logits(logit, labels, reduction="sum")
         grad = (torch.sigmoid(logit) - labels) / pairs  # d(mean loss)/d(logit)
         d_affine = torch.stack([(grad * dot).sum(), grad.sum()])
-        # each end of a pair gets its partner's row times dL/d(dot)
-        partners = torch.cat([ends[pairs:], ends[:pairs]])
-        table_grad = sum_rows_by(ends, len(table), table, partners, (grad * self.affine[0]).repeat(2))
+        table_grad = scored.table_gradient(grad * self.affine[0])
         self._update(lookup, table_grad, d_affine, loss, labels.sum())  # the loss per positive pair, as the walks'
 
     def _warm_up(self, walks: torch.Tensor, valid: torch.Tensor | None, negatives: torch.Tensor) -> None:

@@ -266,8 +266,10 @@ class AuthorsPairs:
         for start in range(0, full, BUCKETS * batch_size):  # a round: every bucket fills once, in turn
             for bucket in range(BUCKETS):
                 yield self._pairs(start + bucket + bucket_stride)
-        rest = np.arange(full, total)
-        rest = rest[np.argsort((rest - full) % BUCKETS, kind="stable")]  # bucket by bucket
+        # the rest bucket by bucket, bucket b holding full + b, full + b + 777, ...: a transpose, no sort
+        width = -(-(total - full) // BUCKETS)
+        rest = full + np.arange(width * BUCKETS).reshape(width, BUCKETS).T.ravel()
+        rest = rest[rest < total]
         for start in range(0, len(rest), batch_size):
             yield self._pairs(rest[start : start + batch_size])
 

@@ -299,10 +299,11 @@ def test_the_authors_batches_are_another_training_and_keep_the_uniform_noise():
         SkipGramTrainer(**settings, batching="buckets", noise=np.ones(graph.vcount()))
 
 
-@pytest.mark.parametrize("pairs", [5, 60], ids=["a row per id", "every node's table"])
+@pytest.mark.parametrize("pairs", [5, 60, 6000], ids=["a row per id", "every node's table", "every two rows"])
 def test_the_authors_step_takes_the_gradient_of_their_mean_binary_cross_entropy(layout, device, pairs):
     """trainer.batching=buckets: W and the logit's scale and bias get autograd's gradient of the batch's mean binary
-    cross-entropy through e = X W, whether the ids repeat (every node's table, each row's entries summed) or not."""
+    cross-entropy through e = X W, whether the ids repeat (every node's table, each row's entries summed; with more
+    pairs than the table has pairs of rows, through the matrices of every two rows) or not."""
     graph = small_graphs()["miserables"]
     features = IGELEncoder(2).fit_transform(graph)
     model = IGELEmbedding(features, dim=4).to(device)
