@@ -1,0 +1,68 @@
+"""Benchmark: the training time of the authors' code path against the faithful one, run for run.
+
+    python scripts/bench_protocols.py [--experiment sister_cities] [--distance 2] [--seed 0] [--repeats 3]
+
+Runs `igel-run experiment=E encoder.distance=A seed=S protocol=P threads=1 progress=false` for protocol=authors and
+protocol=faithful in turn, --repeats rounds, each run in a fresh temporary MLflow store (no run reuses another's
+embeddings). Prints each run's training time (time_train_s) and whole run, then each protocol's best and the ratio.
+Run it on an otherwise idle machine: it measures one job at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import mlflow
+
+PROTOCOLS = ("authors", "faithful")
+
+
+def train_seconds(uri: str) -> float:
+    """time_train_s of the store's one run."""
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    ids = [experiment.experiment_id for experiment in client.search_experiments()]
+    (run,) = client.search_runs(ids, max_results=2)
+    return run.data.metrics["time_train_s"]
+
+
+def run_once(experiment: str, distance: int, seed: int, protocol: str) -> tuple[float, float]:
+    """(training seconds, whole run's seconds) of one igel-run in a fresh store."""
+    with tempfile.TemporaryDirectory() as folder:
+        uri = f"sqlite:///{Path(folder) / 'mlflow.db'}"
+        command = [
+            sys.executable, "-m", "igel_exp.cli", f"experiment={experiment}", f"encoder.distance={distance}",
+            f"seed={seed}", f"protocol={protocol}", "threads=1", "progress=false", f"tracking.uri={uri}",
+            f"hydra.run.dir={folder}/hydra",
+        ]  # fmt: skip
+        started = time.perf_counter()
+        subprocess.run(command, check=True, capture_output=True)
+        return train_seconds(uri), time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--experiment", default="sister_cities", help="sister_cities or clustering (both paths)")
+    parser.add_argument("--distance", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=3)
+    arguments = parser.parse_args()
+    best = {protocol: float("inf") for protocol in PROTOCOLS}
+    for round_ in range(1, arguments.repeats + 1):
+        for protocol in PROTOCOLS:
+            train, whole = run_once(arguments.experiment, arguments.distance, arguments.seed, protocol)
+            best[protocol] = min(best[protocol], train)
+            print(f"round {round_}, protocol={protocol}: training {train:.2f} s, whole run {whole:.1f} s", flush=True)
+    authors, faithful = best["authors"], best["faithful"]
+    print(
+        f"{arguments.experiment}, α = {arguments.distance}, best of {arguments.repeats}: training {authors:.2f} s on"
+        f" the authors' path, {faithful:.2f} s faithful ({authors / faithful:.2f}×)"
+    )
+
+
+if __name__ == "__main__":
+    main()
