@@ -116,7 +116,8 @@ class SkipGramTrainer:
 
     `batching=buckets` re-enacts the authors' batches instead (walks.AuthorsPairs: every positive pair with its own
     negatives, pairs dealt round-robin into 777 buckets, a full bucket a batch, the mean binary cross-entropy of its
-    pairs the loss); `walks`, the default, is the paper's loss over whole walks.
+    pairs the loss; an IGEL model scores them as pairs of distinct feature rows, IGELEmbedding.by_distinct_rows);
+    `walks`, the default, is the paper's loss over whole walks.
 
     A step reads nothing back to the host: its loss is summed on the device and read once per epoch (and at
     most once a second for the progress bar). On a GPU each batch shape's step is captured once in a CUDA graph
@@ -189,8 +190,14 @@ class SkipGramTrainer:
         numpy arrays or tensors (drawn on the device); `walks_per_epoch`, when known, sizes the progress bar."""
         keep_freed_memory()
         model.to(self.device).train()
-        step = _SkipGramStep(self, model)
-        batches, take = (self._buckets, step.pair_batch) if self.batching == "buckets" else (self._batches, step)
+        scored, rows = model, None
+        if self.batching == "buckets" and isinstance(model, IGELEmbedding):
+            scored, rows = model.by_distinct_rows()  # pairs of nodes scored as pairs of their feature rows
+        step = _SkipGramStep(self, scored)
+        if self.batching == "buckets":
+            batches, take = functools.partial(self._buckets, rows=rows), step.pair_batch
+        else:
+            batches, take = self._batches, step
         rng = np.random.default_rng(self.seed)
         history = []
         for epoch in range(1, self.epochs + 1):
@@ -231,12 +238,18 @@ class SkipGramTrainer:
                 yield (batch, (batch != END) if any(ended[start : start + size]) else None), len(batch)
 
     def _buckets(
-        self, chunks: Iterable[np.ndarray | torch.Tensor], n_nodes: int, rng: np.random.Generator
+        self,
+        chunks: Iterable[np.ndarray | torch.Tensor],
+        n_nodes: int,
+        rng: np.random.Generator,
+        rows: np.ndarray | None = None,
     ) -> Iterator[tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], float]]:
-        """The authors' batches of the epoch's walks (walks.AuthorsPairs) on the device, with each its share of the
-        walks (a batch mixes pairs of many)."""
+        """The authors' batches of the epoch's walks (walks.AuthorsPairs) on the device, each node replaced by its
+        row of `rows` where given, with each batch its share of the walks (a batch mixes pairs of many)."""
         walks = np.concatenate([torch.as_tensor(chunk).cpu().numpy() for chunk in chunks])
         pairs = AuthorsPairs.of_walks(walks, self.window, self.negatives, n_nodes, rng)
+        if rows is not None:
+            pairs = pairs.relabelled(rows)
         n_batches = max(-(-pairs.others.size // self.batch_size), 1)
         for number, batch in enumerate(pairs.batches(self.batch_size)):
             share = (number + 1) * len(walks) // n_batches - number * len(walks) // n_batches  # whole walks, all in all

@@ -299,23 +299,27 @@ def test_the_authors_batches_are_another_training_and_keep_the_uniform_noise():
         SkipGramTrainer(**settings, batching="buckets", noise=np.ones(graph.vcount()))
 
 
+@pytest.mark.parametrize("distinct", [False, True], ids=["nodes", "distinct rows"])
 @pytest.mark.parametrize("pairs", [5, 60, 6000], ids=["a row per id", "every node's table", "every two rows"])
-def test_the_authors_step_takes_the_gradient_of_their_mean_binary_cross_entropy(layout, device, pairs):
+def test_the_authors_step_takes_the_gradient_of_their_mean_binary_cross_entropy(layout, device, pairs, distinct):
     """trainer.batching=buckets: W and the logit's scale and bias get autograd's gradient of the batch's mean binary
     cross-entropy through e = X W, whether the ids repeat (every node's table, each row's entries summed; with more
-    pairs than the table has pairs of rows, through the matrices of every two rows) or not."""
+    pairs than the table has pairs of rows, through the matrices of every two rows) or not, and whether the pairs are
+    of nodes or of their distinct feature rows (52 of 77 nodes' rows here), as the trainer scores them."""
     graph = small_graphs()["miserables"]
     features = IGELEncoder(2).fit_transform(graph)
     model = IGELEmbedding(features, dim=4).to(device)
+    scored, rows = model.by_distinct_rows() if distinct else (model, np.arange(77))
     settings = dict(seed=0, progress=False, logit_init="uniform", batching="buckets")
     trainer = SkipGramTrainer(1, 100, 0.1, 2, 2, device, **settings)
-    step = _SkipGramStep(trainer, model)
+    step = _SkipGramStep(trainer, scored)
     taken = []
     step.optimiser = SimpleNamespace(step=taken.append)  # what Adam is handed
     generator = torch.Generator().manual_seed(pairs)
     targets, others = torch.randint(77, (2, pairs), generator=generator)
     labels = (torch.rand(pairs, generator=generator) < 0.3).double()
-    step.pair_batch(targets.to(device), others.to(device), labels.float().to(device))
+    scored_ids = [torch.as_tensor(rows)[ids].to(device) for ids in (targets, others)]
+    step.pair_batch(*scored_ids, labels.float().to(device))
     weight = model.weight.detach().cpu().double().requires_grad_()
     affine = step.affine.detach().cpu().double().requires_grad_()
     embeddings = torch.as_tensor(features.toarray(), dtype=torch.float64) @ weight
@@ -326,6 +330,16 @@ def test_the_authors_step_takes_the_gradient_of_their_mean_binary_cross_entropy(
     torch.testing.assert_close(d_weight.cpu().double(), weight.grad, rtol=1e-4, atol=1e-7)
     torch.testing.assert_close(d_affine.cpu().double(), affine.grad, rtol=1e-4, atol=1e-7)
     assert step.mean_loss() == pytest.approx(loss.item() * pairs / labels.sum().item(), rel=1e-5)
+
+
+def test_distinct_rows_embed_every_node_with_the_same_w(layout, device):
+    features = IGELEncoder(1).fit_transform(small_graphs()["miserables"])
+    model = IGELEmbedding(features, dim=4).to(device)
+    distinct, rows = model.by_distinct_rows()
+    dense = features.toarray()
+    assert distinct.weight is model.weight and distinct.n_nodes == len(np.unique(dense, axis=0)) == 36
+    np.testing.assert_array_equal(dense[np.unique(rows, return_index=True)[1]][rows], dense)  # a node's row is its own
+    torch.testing.assert_close(distinct(torch.as_tensor(rows, device=device)), model.all_nodes())
 
 
 def test_the_authors_batches_advance_the_progress_bar_by_whole_walks():
