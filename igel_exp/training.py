@@ -8,6 +8,7 @@ import functools
 import logging
 import os
 import random
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -58,7 +59,18 @@ def seed_everything(seed: int, deterministic: bool = True) -> None:
     torch.manual_seed(seed)
     if deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # required by deterministic cuBLAS
-    torch.use_deterministic_algorithms(deterministic, warn_only=True)
+    use_deterministic_algorithms(deterministic)
+
+
+def use_deterministic_algorithms(mode: bool) -> None:
+    """torch.use_deterministic_algorithms(mode, warn_only=True) without importing torch._inductor, whose flag it also
+    sets: that import (torch._dynamo with it) took 1.2 s of every run's start, and nothing here compiles. Where the
+    compiler is loaded, or torch lacks the eager setter, the public function sets both."""
+    eager = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if eager is None or "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(mode, warn_only=True)
+    else:
+        eager(mode, warn_only=True)
 
 
 @functools.cache

@@ -1,3 +1,5 @@
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import igraph as ig
@@ -246,6 +248,19 @@ def test_all_nodes_equals_forward_and_backpropagates_x_transposed(layout, device
     everything.backward(upstream)
     dense = torch.as_tensor(features.toarray(), device=device)
     torch.testing.assert_close(model.weight.grad, dense.T @ upstream)
+
+
+def test_seeding_makes_torch_deterministic_without_loading_its_compiler():
+    """seed_everything sets torch's deterministic mode (on and off) in a fresh interpreter without importing
+    torch._inductor, which torch.use_deterministic_algorithms does only to set its flag (1.2 s of a run's start)."""
+    check = (
+        "import sys, torch; from igel_exp.training import seed_everything;"
+        "seed_everything(0); on = torch.are_deterministic_algorithms_enabled();"
+        "seed_everything(0, deterministic=False);"
+        "print(on, torch.are_deterministic_algorithms_enabled(), 'torch._inductor' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["True", "False", "False"]
 
 
 def test_device_selection():
