@@ -64,7 +64,7 @@ class IGELEmbedding(nn.Module):
         super().__init__()
         dtype = precision_dtype(precision)
         features = sp.csr_matrix(features, dtype=np.float32)
-        self.features, self.precision = features, precision  # for by_distinct_rows
+        self.precision = precision
         n_nodes, width = features.shape
         dense = self.keeps_dense(n_nodes, width, features.nnz)
         hot = np.bincount(features.indices, minlength=width) * self.HOT_FILL >= max(n_nodes, 1)
@@ -99,8 +99,7 @@ class IGELEmbedding(nn.Module):
         batches (trainer.batching=buckets) score pairs of these rows, 785 for Sister Cities' 11,618 nodes at α = 1,
         and each step embeds them instead of every node. Equal in value to the per-node layer, not in float
         rounding: the gradients of a row's nodes are summed before Xᵀ multiplies them."""
-        features = self.features.copy()
-        features.sum_duplicates()  # also sorts each row's columns: equal rows, equal bytes
+        features = self.feature_matrix()
         first: dict[bytes, int] = {}
         rows = np.empty(features.shape[0], dtype=np.int64)
         for node, (start, end) in enumerate(itertools.pairwise(features.indptr)):
@@ -109,6 +108,19 @@ class IGELEmbedding(nn.Module):
         representatives = np.unique(rows, return_index=True)[1]  # each row's first node, in row order
         distinct = IGELEmbedding(features[representatives], self.weight.shape[1], self.precision, self.weight)
         return distinct.to(self.weight.device), rows
+
+    def feature_matrix(self) -> sp.csr_matrix:
+        """X (|V| × ℓ, float32 CSR, each row's columns sorted) from the layer's buffers: its dense columns, with the
+        values their precision keeps, and its CSR part."""
+        dense = sp.csr_matrix(self.rows.float().cpu().numpy())
+        if self.dense:
+            return dense
+        shape = (self.n_nodes, self.weight.shape[0])
+        dense = sp.csr_matrix((dense.data, self.hot.cpu().numpy()[dense.indices], dense.indptr), shape=shape)
+        parts = (self.values, self.indices, self.indptr)
+        matrix = dense + sp.csr_matrix(tuple(part.cpu().numpy() for part in parts), shape=shape)
+        matrix.sum_duplicates()  # sorts each row's columns
+        return matrix
 
     @classmethod
     def keeps_dense(cls, n_nodes: int, width: int, nonzeros: float) -> bool:

@@ -271,9 +271,9 @@ class AuthorsPairs:
         for start in range(0, full, BUCKETS * batch_size):  # a round: every bucket fills once, in turn
             for bucket in range(BUCKETS):
                 yield self._pairs(start + bucket + bucket_stride)
-        # the rest bucket by bucket, bucket b holding full + b, full + b + 777, ...: a transpose, no sort
+        # the rest bucket by bucket, bucket b holding full + b, full + b + 777, ...: written in that order, no sort
         width = -(-(total - full) // BUCKETS)
-        rest = full + np.arange(width * BUCKETS).reshape(width, BUCKETS).T.ravel()
+        rest = (full + np.arange(BUCKETS)[:, None] + BUCKETS * np.arange(width)).ravel()
         rest = rest[rest < total]
         for start in range(0, len(rest), batch_size):
             yield self._pairs(rest[start : start + batch_size])

@@ -350,8 +350,9 @@ def test_the_authors_step_takes_the_gradient_of_their_mean_binary_cross_entropy(
 def test_distinct_rows_embed_every_node_with_the_same_w(layout, device):
     features = IGELEncoder(1).fit_transform(small_graphs()["miserables"])
     model = IGELEmbedding(features, dim=4).to(device)
-    distinct, rows = model.by_distinct_rows()
     dense = features.toarray()
+    np.testing.assert_array_equal(model.feature_matrix().toarray(), dense)  # X, from the layer's buffers
+    distinct, rows = model.by_distinct_rows()
     assert distinct.weight is model.weight and distinct.n_nodes == len(np.unique(dense, axis=0)) == 36
     np.testing.assert_array_equal(dense[np.unique(rows, return_index=True)[1]][rows], dense)  # a node's row is its own
     torch.testing.assert_close(distinct(torch.as_tensor(rows, device=device)), model.all_nodes())
