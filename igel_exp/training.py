@@ -202,13 +202,12 @@ class SkipGramTrainer:
         numpy arrays or tensors (drawn on the device); `walks_per_epoch`, when known, sizes the progress bar."""
         keep_freed_memory()
         model.to(self.device).train()
-        scored, rows = model, None
-        if self.batching == "buckets" and isinstance(model, IGELEmbedding):
-            scored, rows = model.by_distinct_rows()  # pairs of nodes scored as pairs of their feature rows
-        step = _SkipGramStep(self, scored)
-        if self.batching == "buckets":
+        if self.batching == "buckets":  # pairs of nodes scored as pairs of their feature rows
+            scored, rows = model.by_distinct_rows() if isinstance(model, IGELEmbedding) else (model, None)
+            step = _SkipGramStep(self, scored)
             batches, take = functools.partial(self._buckets, rows=rows), step.pair_batch
         else:
+            step = _SkipGramStep(self, model)
             batches, take = self._batches, step
         rng = np.random.default_rng(self.seed)
         history = []
