@@ -462,10 +462,10 @@ class RowPairs:
     each pair's first row, then each pair's second. Their dot products, and the table's gradient given dL/d(dot) per
     pair: each end gets its partner's row times it.
 
-    A table of at most as many rows as the square root of the batch's pairs (Les Misérables' 154 nodes against 25,000
-    pairs) gets both from matrices of every two rows: the Gram matrix, and the pairs' summed dL/d(dot) per cell (a
-    scatter of scalars) times the table. Otherwise the pairs' rows are gathered for the dots, and their gradients summed
-    by row (sum_rows_by)."""
+    A table of at most as many rows as the square root of the batch's pairs (Les Misérables' 38 distinct feature rows
+    against 50,000 pairs) gets both from matrices of every two rows: the Gram matrix, and the pairs' summed dL/d(dot)
+    per cell (a scatter of scalars) times the table. Otherwise the pairs' rows are gathered for the dots, and their
+    gradients summed by row (sum_rows_by)."""
 
     def __init__(self, table: torch.Tensor, ends: torch.Tensor):
         self.table, self.ends, self.pairs = table, ends, len(ends) // 2
