@@ -258,9 +258,7 @@ class SkipGramTrainer:
         """The authors' batches of the epoch's walks (walks.AuthorsPairs) on the device, each node replaced by its
         row of `rows` where given, with each batch its share of the walks (a batch mixes pairs of many)."""
         walks = np.concatenate([torch.as_tensor(chunk).cpu().numpy() for chunk in chunks])
-        pairs = AuthorsPairs.of_walks(walks, self.window, self.negatives, n_nodes, rng)
-        if rows is not None:
-            pairs = pairs.relabelled(rows)
+        pairs = AuthorsPairs.of_walks(walks, self.window, self.negatives, n_nodes, rng, labels=rows)
         n_batches = max(-(-pairs.others.size // self.batch_size), 1)
         for number, batch in enumerate(pairs.batches(self.batch_size)):
             share = (number + 1) * len(walks) // n_batches - number * len(walks) // n_batches  # whole walks, all in all

@@ -9,6 +9,7 @@ from functools import cached_property
 import igraph as ig
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from igel_exp.errors import ConfigError
 
@@ -236,7 +237,17 @@ class AuthorsPairs:
     DRAWN_TOGETHER = 65536  # positive pairs whose negatives are drawn at once (numpy draws them as one call would)
 
     @classmethod
-    def of_walks(cls, walks: np.ndarray, window: int, negatives: int, n_nodes: int, rng: np.random.Generator):
+    def of_walks(
+        cls,
+        walks: np.ndarray,
+        window: int,
+        negatives: int,
+        n_nodes: int,
+        rng: np.random.Generator,
+        labels: np.ndarray | None = None,
+    ) -> AuthorsPairs:
+        """The stream of `walks`' pairs; with `labels`, each node n in it replaced by labels[n] (its feature row, for
+        a model that scores pairs of rows), the negatives drawn among the other nodes all the same."""
         length = walks.shape[1]
         offsets = np.concatenate([np.arange(-window, 0), np.arange(1, window + 1)])
         around = np.arange(length)[:, None] + offsets  # [position, offset]: the context's position
@@ -246,40 +257,55 @@ class AuthorsPairs:
         targets, contexts = walks[:, position].astype(kept), walks[:, around[position, offset]].astype(kept)
         real = (targets != END) & (contexts != END)  # the pairs of walks that ended early are not
         targets, contexts = (targets.ravel(), contexts.ravel()) if real.all() else (targets[real], contexts[real])
+        relabel = None if labels is None else labels.astype(kept)
+
+        def label(nodes: np.ndarray) -> np.ndarray:
+            return nodes if relabel is None else relabel[nodes]
+
         others = np.empty((len(targets), 1 + negatives), dtype=kept)
-        others[:, 0] = contexts
+        others[:, 0] = label(contexts)
         for start in range(0, len(targets), cls.DRAWN_TOGETHER):  # the draws of one call, a cache-sized part at a time
             part = slice(start, start + cls.DRAWN_TOGETHER)
             drawn = rng.integers(max(n_nodes - 1, 1), size=(len(targets[part]), negatives), dtype=walks.dtype)
-            others[part, 1:] = drawn + (drawn >= targets[part, None])  # uniform among the other nodes
-        return cls(targets, others)
+            others[part, 1:] = label(drawn + (drawn >= targets[part, None]))  # uniform among the other nodes
+        return cls(label(targets), others)
 
     @property
     def negatives(self) -> np.ndarray:
         return self.others[:, 1:]
 
-    def relabelled(self, labels: np.ndarray) -> AuthorsPairs:
-        """The same stream with each node n replaced by labels[n]."""
-        labels = labels.astype(self.targets.dtype)
-        return AuthorsPairs(labels[self.targets], labels[self.others])
-
     def batches(self, batch_size: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """(targets, others, labels) of each batch, in the order the buckets fill."""
         total = self.others.size
         full = total // (BUCKETS * batch_size) * BUCKETS * batch_size
-        bucket_stride = BUCKETS * np.arange(batch_size)  # a bucket's pairs, from its first
         for start in range(0, full, BUCKETS * batch_size):  # a round: every bucket fills once, in turn
-            for bucket in range(BUCKETS):
-                yield self._pairs(start + bucket + bucket_stride)
-        # the rest bucket by bucket, bucket b holding full + b, full + b + 777, ...: written in that order, no sort
-        width = -(-(total - full) // BUCKETS)
-        rest = (full + np.arange(BUCKETS)[:, None] + BUCKETS * np.arange(width)).ravel()
-        rest = rest[rest < total]
-        for start in range(0, len(rest), batch_size):
-            yield self._pairs(rest[start : start + batch_size])
+            yield from zip(*self._dealt(start, batch_size), strict=True)
+        if full == total:
+            return
+        # the rest, bucket after bucket, joined and cut into batches
+        depth = -(-(total - full) // BUCKETS)
+        dealt = self._dealt(full, depth)
+        filled = np.ones((BUCKETS, depth), dtype=bool)
+        filled[total - full - BUCKETS * (depth - 1) :, -1] = False  # past the stream's end
+        targets, others, labels = (np.asarray(part)[filled] for part in dealt)
+        for start in range(0, len(others), batch_size):
+            batch = slice(start, start + batch_size)
+            yield targets[batch], others[batch], labels[batch]
 
-    def _pairs(self, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Pairs of the stream, which runs through `others` row by row."""
-        positive, slot = np.divmod(stream, self.others.shape[1])
-        pair = self.targets[positive].astype(np.int64), self.others.reshape(-1)[stream].astype(np.int64)
-        return *pair, (slot == 0).astype(np.float32)
+    def _dealt(self, start: int, depth: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+        """(targets, others, labels), each 777 × depth: what the buckets receive of the stream's pairs from `start` on,
+        bucket b's j'th pair being pair start + b + 777·j (0 past the stream's end). They are the stretch of the stream
+        as depth rows of 777, transposed: one copy, no gather per pair."""
+        width, stretch = self.others.shape[1], BUCKETS * depth
+        first, skip = divmod(start, width)
+        last = -(-(start + stretch) // width)
+        each_target = torch.from_numpy(self.targets[first:last, None]).expand(-1, width).reshape(-1)  # per pair
+        others = torch.from_numpy(self.others.reshape(-1)[start : start + stretch])
+        dealt = []
+        for part in (each_target[skip : skip + stretch], others):
+            if len(part) < stretch:  # the rest: its last row part-filled
+                part = F.pad(part, (0, stretch - len(part)))
+            dealt.append(part.view(depth, BUCKETS).T.contiguous().numpy())
+        # a pair's label (a context, not a negative) repeats every `width` pairs along a bucket: a row per remainder
+        remainders = ((np.arange(width)[:, None] + BUCKETS * np.arange(depth)) % width == 0).astype(np.float32)
+        return *dealt, [remainders[(start + bucket) % width] for bucket in range(BUCKETS)]

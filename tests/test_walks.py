@@ -178,6 +178,18 @@ def test_authors_negatives_drawn_part_by_part_are_those_of_one_draw(monkeypatch)
     assert len(whole.targets) > 7 and whole.others.dtype == np.int32
 
 
+def test_authors_pairs_with_labels_are_the_stream_relabelled():
+    """labels=rows (the feature row of each node, for a model that scores pairs of rows) relabels every node of the
+    stream, negatives included, and draws the same negatives: among the other nodes, not the other rows."""
+    walks = random_walks(CSRGraph.from_igraph(small_graphs()["miserables"]), np.arange(77), 9, np.random.default_rng(0))
+    rows = np.random.default_rng(2).integers(0, 5, 77)
+    nodes = AuthorsPairs.of_walks(walks, 2, 3, 77, np.random.default_rng(1))
+    labelled = AuthorsPairs.of_walks(walks, 2, 3, 77, np.random.default_rng(1), labels=rows)
+    np.testing.assert_array_equal(labelled.targets, rows[nodes.targets])
+    np.testing.assert_array_equal(labelled.others, rows[nodes.others])
+    assert labelled.others.max() < 5
+
+
 def test_authors_negatives_are_uniform_among_the_other_nodes():
     walks = np.array([[0, 1, 2, 3, 4, 0, 1, 2]] * 200)
     pairs = AuthorsPairs.of_walks(walks, 1, 5, 5, np.random.default_rng(0))
