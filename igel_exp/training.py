@@ -362,14 +362,13 @@ class _SkipGramStep:
             walk_rows, negative_rows = table[: w * s].view(w, s, dim), table[w * s :].view(w, s, z, dim)
             sampled = GatheredNegatives(negative_rows, table_grad[w * s :].view(w, s, z, dim))
         else:
-            table_grad = torch.zeros_like(table)
             walk_rows = table.index_select(0, lookup.index[: w * s]).view(w, s, dim)
-            sampled = TableNegatives(table, lookup.index[w * s :].view(w, s, z), table_grad)
+            sampled = TableNegatives(table, lookup.index[w * s :].view(w, s, z))
         loss, count, d_walks, d_affine = walk_skipgram_gradients(walk_rows, valid, sampled, trainer.window, self.affine)
         if lookup.index is None:
             table_grad[: w * s] = d_walks.view(-1, dim)
         else:
-            table_grad.index_add_(0, lookup.index[: w * s], d_walks.view(-1, dim))
+            table_grad = sampled.table_grad.index_add_(0, lookup.index[: w * s], d_walks.view(-1, dim))
         self._update(lookup, table_grad, d_affine, loss, count)
 
     def _update(

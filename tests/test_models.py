@@ -18,6 +18,7 @@ from igel_exp.models import (
     IGELEmbedding,
     TableNegatives,
     embed_all,
+    sum_rows_by,
     walk_skipgram_gradients,
 )
 from igel_exp.training import SkipGramTrainer, _SkipGramStep, batch_scale_for, resolve_device, seed_everything
@@ -176,13 +177,31 @@ def test_walk_loss_and_gradients_equal_the_pairwise_formula_and_autograd(
     grad.index_add_(0, negative_rows.ravel(), d_negatives.reshape(-1, 4))
     torch.testing.assert_close(grad.cpu(), table.grad)
     assert torch.all(d_walks[~valid] == 0) and torch.all(d_negatives[~valid] == 0)
-    table_grad = torch.zeros_like(on_device)
-    in_place = TableNegatives(on_device, negative_rows, table_grad)
+    in_place = TableNegatives(on_device, negative_rows)
     loss, count, d_walks, d_affine = walk_skipgram_gradients(
         on_device[walk_rows], mask, in_place, window, on_device_affine
     )
-    torch.testing.assert_close(table_grad.index_add_(0, walk_rows.ravel(), d_walks.reshape(-1, 4)).cpu(), table.grad)
+    table_grad = in_place.table_grad.index_add_(0, walk_rows.ravel(), d_walks.reshape(-1, 4))
+    torch.testing.assert_close(table_grad.cpu(), table.grad)
     torch.testing.assert_close(d_affine.cpu(), affine.grad)
+
+
+@pytest.mark.parametrize(
+    "n_rows, entries",
+    [(5, 100), (4039, 14850), (32768, 32767), (32768, 5000), (40000, 50000)],  # sorted by comparison, padded, by radix
+)
+def test_sum_rows_by_sums_each_rows_entries(n_rows, entries, device):
+    """Entry k adds weights[k] · source[picks[k]] to row rows[k], as index_add would, whichever way the rows are
+    sorted: their largest row (32,767 in int16 keys) included, which ties with the padding."""
+    generator = torch.Generator().manual_seed(n_rows + entries)
+    rows = torch.randint(n_rows, (entries,), generator=generator)
+    rows[:3] = n_rows - 1
+    source = torch.randn(7, 3, generator=generator, dtype=torch.float64)
+    picks = torch.randint(7, (entries,), generator=generator)
+    weights = torch.randn(entries, generator=generator, dtype=torch.float64)
+    expected = torch.zeros(n_rows, 3, dtype=torch.float64).index_add_(0, rows, weights[:, None] * source[picks])
+    on = [part.to(device) for part in (rows, source, picks, weights)]
+    torch.testing.assert_close(sum_rows_by(on[0], n_rows, *on[1:]).cpu(), expected)
 
 
 @pytest.mark.parametrize("walks_case", WALKS)
