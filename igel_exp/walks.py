@@ -293,9 +293,9 @@ class AuthorsPairs:
             yield targets[batch], others[batch], labels[batch]
 
     def _dealt(self, start: int, depth: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-        """(targets, others, labels), each 777 × depth: what the buckets receive of the stream's pairs from `start` on,
-        bucket b's j'th pair being pair start + b + 777·j (0 past the stream's end). They are the stretch of the stream
-        as depth rows of 777, transposed: one copy, no gather per pair."""
+        """(targets, others, labels), 777 rows of depth pairs each: what the buckets receive of the stream's pairs from
+        `start` on, bucket b's j'th pair being pair start + b + 777·j (targets and others 0 past the stream's end).
+        They are the stretch of the stream as depth rows of 777, transposed: one copy, no gather per pair."""
         width, stretch = self.others.shape[1], BUCKETS * depth
         first, skip = divmod(start, width)
         last = -(-(start + stretch) // width)
