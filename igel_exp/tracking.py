@@ -60,8 +60,11 @@ def tracking_uri(configured: str | None) -> str:
 
 
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+# Signals whose handler, installed by someone else, is held back during store calls too: submitit's USR2 (Slurm's
+# time limit is near), which raises in whatever code runs
+HELD_BACK = tuple(getattr(signal, name) for name in ("SIGUSR2",) if hasattr(signal, name))
 _store_calls = 0  # calls into the MLflow store in progress on the main thread
-_deferred_signal: int | None = None  # an interrupt that arrived during one of them
+_deferred: Callable[[], None] | None = None  # what a signal's handler raises, held until the store calls return
 _interrupted_by: int | None = None  # the signal that interrupted the work in progress, if one did
 _why_interrupted = ""  # said with the signal, when this process sent it to itself (watch_parent)
 
@@ -71,10 +74,11 @@ def store_call() -> Iterator[None]:
     """A call into the MLflow store that Ctrl-C and SIGTERM wait for: they interrupt when it returns.
 
     An interrupt raised inside SQLAlchemy leaves the sqlite store locked by this process: the clean-up that ends the
-    run FAILED then waits 20 s for the lock (MLflow's busy timeout) and fails, and the run stays RUNNING. Works as a
-    decorator too. Signals reach the main thread only, so other threads' calls are not counted.
+    run FAILED then waits 20 s for the lock (MLflow's busy timeout) and fails, and the run stays RUNNING; or it breaks
+    SQLAlchemy's session, whose next call fails with an error that hides the interrupt. Works as a decorator too.
+    Signals reach the main thread only, so other threads' calls are not counted.
     """
-    global _store_calls, _deferred_signal
+    global _store_calls, _deferred
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -83,23 +87,38 @@ def store_call() -> Iterator[None]:
         yield
     finally:
         _store_calls -= 1
-    if _store_calls == 0 and _deferred_signal is not None:
-        signum, _deferred_signal = _deferred_signal, None
-        raise KeyboardInterrupt(f"signal {signum}{_why_interrupted}")
+    if _store_calls == 0 and _deferred is not None:
+        action, _deferred = _deferred, None
+        action()
+
+
+def _after_store_calls(action: Callable[[], None]) -> None:
+    """Run a signal handler's `action` now, or when the store calls in progress return (the first held back wins)."""
+    global _deferred
+    if not _store_calls:
+        action()
+    elif _deferred is None:
+        _deferred = action
+
+
+def _raise_interrupt(signum: int) -> None:
+    raise KeyboardInterrupt(f"signal {signum}{_why_interrupted}")
 
 
 def _interrupt(signum: int, frame: object) -> None:
     """Raise KeyboardInterrupt once, at once or when the store call in progress returns: a second signal (Ctrl-C
     reaches a sweep's workers as well as the SIGTERM their launcher sends) would interrupt the clean-up that ends the
     run FAILED."""
-    global _deferred_signal, _interrupted_by
+    global _interrupted_by
     for sig in INTERRUPTS:
         signal.signal(sig, signal.SIG_IGN)
     _interrupted_by = signum
-    if _store_calls:
-        _deferred_signal = signum
-        return
-    raise KeyboardInterrupt(f"signal {signum}{_why_interrupted}")
+    _after_store_calls(lambda: _raise_interrupt(signum))
+
+
+def _held_back(handler: Callable[[int, Any], Any]) -> Callable[[int, Any], None]:
+    """`handler` run after the store calls in progress (HELD_BACK)."""
+    return lambda signum, frame: _after_store_calls(lambda: handler(signum, frame))
 
 
 @store_call()
@@ -322,11 +341,16 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
 
 
 def _handle_interrupts(handler: Callable[[int, object], None]) -> dict[int, Any]:
-    """Send Ctrl-C and SIGTERM to `handler`; returns the handlers to restore. Only the main thread may set signal
-    handlers: elsewhere nothing changes."""
+    """Send Ctrl-C and SIGTERM to `handler`, and hold back the Python handlers of HELD_BACK during store calls; returns
+    the handlers to restore. Only the main thread may set signal handlers: elsewhere nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         return {}
-    return {sig: signal.signal(sig, handler) for sig in INTERRUPTS}
+    previous = {sig: signal.signal(sig, handler) for sig in INTERRUPTS}
+    for sig in HELD_BACK:
+        installed = signal.getsignal(sig)
+        if callable(installed):
+            previous[sig] = signal.signal(sig, _held_back(installed))
+    return previous
 
 
 def _restore_handlers(previous: dict[int, Any]) -> None:
@@ -367,8 +391,8 @@ def sigterm_interrupts() -> Iterator[None]:
     """SIGTERM (kill, Slurm's time limit) stops the work as Ctrl-C does, and only the first of them interrupts: the
     run in progress ends FAILED instead of staying RUNNING. Interrupted work ends in KeyboardInterrupt even when its
     clean-up fails (the store unreachable): a sweep must stop, not go on to its next job."""
-    global _interrupted_by, _deferred_signal, _why_interrupted
-    _interrupted_by = _deferred_signal = None  # nothing left over from an earlier interrupted block
+    global _interrupted_by, _deferred, _why_interrupted
+    _interrupted_by = _deferred = None  # nothing left over from an earlier interrupted block
     _why_interrupted = ""
     previous = _handle_interrupts(_interrupt)
     try:

@@ -82,6 +82,39 @@ def test_an_interrupt_inside_a_store_call_still_ends_the_run_failed(store_uri, s
     assert all(run.data.tags["error"] == f"KeyboardInterrupt: signal {signum:d}" for run in runs)
 
 
+class UncompletedJobError(RuntimeError):
+    """submitit's, raised by its USR2 handler when Slurm's time limit is near and the job cannot be requeued."""
+
+
+def submitit_usr2(signum, frame):
+    raise UncompletedJobError("Job not requeued because: timed-out and not checkpointable.")
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR2"), reason="no SIGUSR2 on this platform")
+def test_a_handler_that_raises_on_usr2_waits_for_the_store_call_in_progress(store_uri):
+    """submitit's USR2 handler (Slurm's time limit is near) raises wherever the job is: inside an MLflow call it broke
+    SQLAlchemy's session, and the run's error said "InvalidRequestError: This session is in 'committed' state"
+    instead. Held back until the call returns, it is the run's error, and its handler is restored afterwards."""
+    previous = signal.signal(signal.SIGUSR2, submitit_usr2)
+    try:
+        run_ids = []
+        for delay in (0.02, 0.05, 0.1, 0.15, 0.2, 0.3):
+            timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGUSR2))
+            with pytest.raises(UncompletedJobError), sigterm_interrupts():
+                with tracked_run(config(), "toy") as logger:
+                    timer.start()
+                    for step in itertools.count():
+                        logger.metrics({"loss": 1 / (step + 1)}, step=step)
+            run_ids.append(logger.run_id)
+        assert signal.getsignal(signal.SIGUSR2) is submitit_usr2
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    runs = [mlflow.get_run(run_id) for run_id in run_ids]
+    assert [run.info.status for run in runs] == ["FAILED"] * len(runs)
+    expected = "UncompletedJobError: Job not requeued because: timed-out and not checkpointable."
+    assert all(run.data.tags["error"] == expected for run in runs), [run.data.tags["error"] for run in runs]
+
+
 def test_an_interrupt_stays_an_interrupt_when_its_clean_up_fails():
     with pytest.raises(KeyboardInterrupt, match="signal 15") as raised, sigterm_interrupts():
         try:
