@@ -6,6 +6,7 @@ torch, MLflow and the pipelines are imported once the config has composed: a mis
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -13,13 +14,15 @@ from contextlib import contextmanager
 from typing import Any
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from igel_exp.errors import IgelError
-from igel_exp.schema import describe
+from igel_exp.schema import describe, not_taken, override_keys, taken_by
 
 CONFIG_PATH = "pkg://igel_exp.conf"
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -30,7 +33,10 @@ def app(config: DictConfig) -> float | None:
     """Run one experiment (or, with -m, one job of a sweep) as an MLflow run."""
     from igel_exp import pipelines
 
-    metrics = _guarded("igel-run", pipelines.run, config)
+    # a single run's command line must fit the options it picks; a sweep's is checked as a whole (SweepCheck)
+    hydra_config = HydraConfig.get()
+    given = override_keys(hydra_config.overrides.task) if hydra_config.mode == RunMode.RUN else []
+    metrics = _guarded("igel-run", functools.partial(pipelines.run, given=given), config)
     objective = config.task.get("objective")
     return metrics.get(objective) if objective else None
 
@@ -107,11 +113,16 @@ class SweepCheck(Callback):
 
         # SystemExit: Hydra turns a callback's exceptions into warnings and goes on
         try:
+            given = override_keys(config.hydra.overrides.task)
+            unused = set(given)  # the command line's keys that no job's options take
             for overrides, job in sweep_jobs(config):  # composition errors name the job's overrides
                 try:
                     pipelines.check(job)
                 except IgelError as error:
                     sys.exit(f"igel-run: error: the job {' '.join(overrides)}: {error}")
+                unused &= set(not_taken(job, given))
+            for key in (key for key in given if key in unused):
+                sys.exit(f"igel-run: error: no job of the sweep takes {key}; {taken_by(key)}")
         except (HydraException, OmegaConfBaseException, IgelError) as error:
             sys.exit(f"igel-run: error: {describe(error)}")
 

@@ -17,7 +17,8 @@ defaults list. Top-level keys and new config groups are fields of `Config`.
 Dataset and encoder nodes are open: an experiment file sets the keys of the option it picks (experiment=scalability
 sets dataset.num_nodes for its Erdős–Rényi graph), which stay harmless when the command line picks another option
 (`experiment=scalability dataset=facebook`). `check` accepts such a key when another option of the group declares
-it, and rejects any other unknown key.
+it, and rejects any other unknown key; a key given on the command line (`given`) must be the picked option's own:
+`igel-run dataset.path=FILE` on the default dataset is refused, not run on Les Misérables.
 """
 
 from __future__ import annotations
@@ -25,12 +26,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
+from importlib.resources import files
 from typing import Any, Optional
 
+import yaml
 from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -427,14 +431,61 @@ def register() -> None:
 # --- checks after composition -----------------------------------------------------------------------------------
 
 
-def check(config: DictConfig) -> None:
+def check(config: DictConfig, given: Iterable[str] = ()) -> None:
     """Raise ConfigError naming the first key that has no value, is out of its range, or is no setting at all.
 
     Types and choices were checked while composing; nodes without a schema (a config read back from YAML) are not
-    checked. A key of a sibling option in an open group is let through, with a log line.
+    checked. A key of a sibling option in an open group is let through, with a log line, unless it is one of the
+    keys `given` on the command line (override_keys): those the user meant for this run.
     """
     for problem in _problems(config, ""):
         raise ConfigError(problem)
+    for key in not_taken(config, given):
+        raise ConfigError(not_taken_message(config, key))
+
+
+def override_keys(overrides: Iterable[str]) -> list[str]:
+    """The keys that Hydra overrides set (`dataset.path=x`, `+trainer.foo=1`, sweeps `seed=0,1`), deletions left out."""
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    return [override.key_or_group for override in parsed if not override.is_delete()]
+
+
+def not_taken(config: DictConfig, keys: Iterable[str]) -> list[str]:
+    """The keys among `keys` that an open group's picked option does not take (another option's, let through)."""
+    found = []
+    for key in keys:
+        group, _, setting = key.partition(".")
+        if group in OPEN_GROUPS and setting and "." not in setting and setting in config.get(group, {}):
+            if setting not in _field_names(OmegaConf.get_type(config[group])):
+                found.append(key)
+    return found
+
+
+def not_taken_message(config: DictConfig, key: str) -> str:
+    """One line: `key` is not a setting of the group's picked option; its settings, and the options that take it."""
+    group = key.partition(".")[0]
+    option = config[group]
+    settings = ", ".join(_field_names(OmegaConf.get_type(option)))
+    return f"{key} is not a setting of {group}={option.get('name')} (its settings: {settings}); {taken_by(key)}"
+
+
+def taken_by(key: str) -> str:
+    """Which options of the key's group take it (`dataset=edgelist and dataset=graphsage take it`), from the schema
+    that each of the group's files (conf/<group>/) names."""
+    group, _, setting = key.partition(".")
+    takers = []
+    for path in sorted(files("igel_exp.conf").joinpath(group).iterdir(), key=lambda path: path.name):
+        if path.name.endswith(".yaml"):
+            kind = yaml.safe_load(path.read_text())["defaults"][0].removeprefix(f"/schema/{group}/")
+            if setting in _field_names(SCHEMAS[group][kind.removesuffix("@_here_")]):
+                takers.append(f"{group}={path.name.removesuffix('.yaml')}")
+    if len(takers) == 1:
+        return f"{takers[0]} takes it"
+    return f"{', '.join(takers[:-1])} and {takers[-1]} take it"
+
+
+def _field_names(schema: type) -> list[str]:
+    return [item.name for item in dataclasses.fields(schema)]
 
 
 def _problems(node: DictConfig, prefix: str) -> Iterator[str]:
@@ -465,13 +516,12 @@ def _problems(node: DictConfig, prefix: str) -> Iterator[str]:
 
 def _unknown(node: DictConfig, name: str, schema: type) -> Iterator[str]:
     group, _, key = name.partition(".")
-    siblings = {item.name for kind in SCHEMAS.get(group, {}).values() for item in dataclasses.fields(kind)}
+    siblings = {setting for kind in SCHEMAS.get(group, {}).values() for setting in _field_names(kind)}
     option = f"{group}={node.get('name')}" if key and "name" in node else schema.__name__
     if "." not in key and key in siblings:
         log.info("%s is not a setting of %s: ignored", name, option)
         return
-    settings = ", ".join(item.name for item in dataclasses.fields(schema))
-    yield f"{name} is not a setting of {option} (its settings: {settings})"
+    yield f"{name} is not a setting of {option} (its settings: {', '.join(_field_names(schema))})"
 
 
 def _out_of_range(item: Any, metadata: Any) -> str | None:

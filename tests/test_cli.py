@@ -77,6 +77,7 @@ INVALID = [
     (["experiment=ppi", "dataset=miserables"], "dataset=miserables has no train/valid/test node splits and labels"),
     (["trainer.lr=abc"], "trainer.lr=abc: expected a number"),
     (["trainer.noise=gaussian"], "trainer.noise=gaussian: expected one of uniform, degree"),
+    (["dataset.path=graph.txt"], "dataset.path is not a setting of dataset=miserables_cloned (its settings: name);"),
 ]
 
 
@@ -113,6 +114,9 @@ def test_a_bad_job_stops_a_sweep_before_its_store_and_its_first_run(tmp_path, mo
         " trainer.walk_length=0:"
     )
     assert exit_line("-m", *HERE, "trainer.lr=abc") == "igel-run: error: trainer.lr=abc: expected a number"
+    assert exit_line("-m", *HERE, "dataset=miserables,miserables_cloned", "dataset.num_nodes=64") == (
+        "igel-run: error: no job of the sweep takes dataset.num_nodes; dataset=erdos_renyi takes it"
+    )
     assert not (tmp_path / "mlflow.db").exists()
 
 

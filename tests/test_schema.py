@@ -115,6 +115,41 @@ def test_settings_that_an_experiment_gives_another_option_pass(compose_config, c
     schema.check(compose_config("experiment=ppi", "trainer.dropout=0", "trainer.lr=1"))  # bounds that hold
 
 
+@pytest.mark.parametrize(
+    "overrides, line",
+    [
+        (
+            ["dataset.path=graph.txt"],
+            "dataset.path is not a setting of dataset=miserables_cloned (its settings: name); dataset=edgelist and"
+            " dataset=graphsage take it",
+        ),
+        (
+            ["experiment=link_prediction", "encoder=deepwalk", "encoder.distance=2"],
+            "encoder.distance is not a setting of encoder=deepwalk (its settings: name); encoder=igel takes it",
+        ),
+        (
+            ["dataset=facebook", "dataset.parallel_edges=true", "dataset.num_nodes=8"],
+            "dataset.num_nodes is not a setting of dataset=facebook (its settings: name, parallel_edges);"
+            " dataset=erdos_renyi takes it",
+        ),
+    ],
+)
+def test_another_options_setting_given_on_the_command_line_is_refused(compose_config, overrides, line):
+    """What a user types is meant for this run: `dataset.path=FILE` on the default dataset would otherwise run Les
+    Misérables and ignore the file."""
+    config = compose_config(*overrides)
+    schema.check(config)  # as an experiment file's key, let through
+    with pytest.raises(ConfigError) as error:
+        schema.check(config, schema.override_keys(overrides))
+    assert str(error.value) == line
+    assert schema.not_taken(config, schema.override_keys(overrides)) == [overrides[-1].split("=")[0]]
+
+
+def test_override_keys_are_the_keys_set():
+    overrides = ["dataset.path=a.txt", "+trainer.extra=1", "++seed=3", "seed=0,1", "~task.k_min", "dataset=facebook"]
+    assert schema.override_keys(overrides) == ["dataset.path", "trainer.extra", "seed", "seed", "dataset"]
+
+
 def test_a_new_key_is_one_field(compose_config):
     """The how-to of the module's docstring: a field with a range helper is typed, checked and listed."""
 

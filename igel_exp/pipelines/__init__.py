@@ -7,7 +7,7 @@ registers itself under its `task.name`, with the checks it needs beyond the sche
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import torch
 from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR
@@ -45,14 +45,15 @@ def check_before(*names: str) -> Callable[[Check], Check]:
     return decorate
 
 
-def check(config: DictConfig) -> DictConfig:
+def check(config: DictConfig, given: Iterable[str] = ()) -> DictConfig:
     """Everything that can be checked before an MLflow run starts, then the config as the pipelines read it.
 
-    The schema's ranges (igel_exp.schema), then what needs the dataset's name, a user's file or this machine: the
-    dataset is known and its given files readable, the device exists, the task's own checks. Named datasets are
-    fetched inside the run: a missing one is the run's recorded error, which igel-report shows.
+    The schema's ranges and keys (igel_exp.schema; `given`: the keys set on the command line), then what needs the
+    dataset's name, a user's file or this machine: the dataset is known and its given files readable, the device
+    exists, the task's own checks. Named datasets are fetched inside the run: a missing one is the run's recorded
+    error, which igel-report shows.
     """
-    schema.check(config)
+    schema.check(config, given)
     config = schema.plain(config)
     name = config.task.name
     if name not in PIPELINES:
@@ -69,9 +70,10 @@ def data_context(config: DictConfig) -> DataContext:
     return DataContext(resolve_data_root(config.data.root), bool(config.data.download), int(config.seed))
 
 
-def run(config: DictConfig) -> dict[str, float]:
-    """Check the config, then run the pipeline selected by `task.name`; returns its final metrics."""
-    config = check(config)
+def run(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
+    """Check the config (`given`: the keys set on the command line), then run the pipeline selected by `task.name`;
+    returns its final metrics."""
+    config = check(config, given)
     if not config.progress:  # MLflow draws bars of its own when a run downloads artifacts (reused embeddings)
         os.environ[MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name] = "false"
     seed_everything(config.seed, config.trainer.get("deterministic", True))
