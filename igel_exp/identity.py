@@ -57,6 +57,7 @@ ADDED_DEFAULTS = {
     "trainer.batch_scale": 1,
     "trainer.precision": "float32",
     "trainer.batching": "walks",
+    "trainer.compile": False,
 }
 HASH_LENGTH = 16  # hex digits: 64 bits, no collision in any store of realistic size
 

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from igel_exp.errors import ConfigError
+from igel_exp.walks import positive_pairs
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
 
@@ -379,6 +380,27 @@ def walk_skipgram_gradients(
     return loss, count, d_walks, d_affine
 
 
+@torch.no_grad()
+def feature_walk_gradients(
+    model: IGELEmbedding,
+    positions: torch.Tensor,
+    valid: torch.Tensor | None,
+    negatives: torch.Tensor,
+    window: int,
+    affine: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | int]:
+    """A step's gradients for a batch of walks (positions: w × s ids, END read as any node and weighted 0 by `valid`)
+    whose negatives (w × s × z ids) stay rows of X (FeatureNegatives; IGELEmbedding.negatives_as_features): W's
+    gradient, the logit's scale and bias's, the loss summed over the positive pairs and their number. Everything of
+    the step but Adam's update, as one function of tensors: what trainer.compile compiles."""
+    w, s, z = negatives.shape
+    table, lookup = model.lookup(positions.reshape(-1))  # one row per id
+    sampled = FeatureNegatives(model.feature_rows(negatives).view(w * s, z, -1), model.weight.detach())
+    loss, count, d_walks, d_affine = walk_skipgram_gradients(table.view(w, s, -1), valid, sampled, window, affine)
+    weight_grad = model.weight_gradient(lookup, d_walks.view(w * s, -1)).add_(sampled.weight_grad)
+    return weight_grad, d_affine, loss, count
+
+
 class GatheredNegatives:
     """Negatives whose embeddings were gathered one per draw (w × s × z × d); their gradients are written to
     `grad` (the same shape)."""
@@ -547,9 +569,10 @@ def _labels(span: int, z: int, dtype: torch.dtype, device: torch.device) -> torc
 
 @functools.lru_cache(maxsize=16)
 def _full_walk_weights(s: int, window: int, z: int, dtype: torch.dtype, device: torch.device):
-    """The weights of walks without dead ends (computed once per shape), and their positive pairs per walk."""
+    """The weights of walks without dead ends (computed once per shape), and their positive pairs per walk (counted
+    from the shape, not read back from the weights: a compiled step traces this)."""
     weight = _dead_end_weights(torch.ones(1, s, dtype=torch.bool, device=device), window, z, dtype)
-    return weight, int(weight[..., : 2 * window + 1].sum())
+    return weight, positive_pairs(s, window)
 
 
 def _dead_end_weights(valid: torch.Tensor, window: int, z: int, dtype: torch.dtype) -> torch.Tensor:

@@ -282,6 +282,7 @@ class SkipGramTrainer(SkipGram, Trainer):
     precision: Precision = value()
     batching: Batching = value()
     cuda_graphs: bool = value()
+    compile: bool = value()
 
 
 @dataclass

@@ -10,24 +10,24 @@ import os
 import random
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.optim.adam import adam
 from tqdm.auto import tqdm
 
-from igel_exp.errors import ConfigError
+from igel_exp.errors import ConfigError, IgelError, first_line
 from igel_exp.models import (
-    FeatureNegatives,
     FreeEmbedding,
     GatheredNegatives,
     IGELEmbedding,
     Lookup,
     RowPairs,
     TableNegatives,
+    feature_walk_gradients,
     multilabel_loss,
     walk_skipgram_gradients,
 )
@@ -133,7 +133,9 @@ class SkipGramTrainer:
 
     A step reads nothing back to the host: its loss is summed on the device and read once per epoch (and at
     most once a second for the progress bar). On a GPU each batch shape's step is captured once in a CUDA graph
-    (`cuda_graphs`) and replayed, so that its ~40 kernels cost one launch.
+    (`cuda_graphs`) and replayed, so that its ~40 kernels cost one launch. On the CPU, `compiled` has torch.compile
+    turn the step of an IGEL model whose negatives stay rows of X (Erdős–Rényi graphs at scale: ~80 operations on
+    tiny tensors, each paying its dispatch) into fused C++ (CompiledStep); equal up to float rounding.
     """
 
     def __init__(
@@ -152,6 +154,7 @@ class SkipGramTrainer:
         batch_scale: int = 1,
         cuda_graphs: bool = True,
         batching: str = "walks",
+        compiled: bool = False,
     ):
         for key, value in [
             ("epochs", epochs),
@@ -185,6 +188,9 @@ class SkipGramTrainer:
         self.progress = progress
         self.cuda_graphs = cuda_graphs and device.type == "cuda"
         self.batching = batching
+        self.compiled = compiled and device.type == "cpu"
+        if compiled and not self.compiled:
+            log.info("trainer.compile: the step is compiled on the CPU only; on %s it runs as before", device)
         self.affine: torch.Tensor | None = None  # the learned (scale, bias) after fit, None without logit_affine
 
     def walks_per_batch(self, walk_length: int) -> int:
@@ -292,6 +298,7 @@ class _SkipGramStep:
         self.loss_sum = torch.zeros((), device=device, dtype=exact)
         self.pair_sum = torch.zeros((), device=device, dtype=exact)
         self.graphs: dict[tuple, _CapturedStep | int | None] = {}  # per shape: warm-ups done, captured, or eager
+        self.feature_gradients = CompiledStep(feature_walk_gradients) if trainer.compiled else feature_walk_gradients
 
     def start_epoch(self) -> None:
         self.loss_sum.zero_()
@@ -347,12 +354,8 @@ class _SkipGramStep:
         w, s, z = negatives.shape
         positions = walks if valid is None else walks.clamp(min=0)  # END (−1) reads node 0, weighted 0
         if model.negatives_as_features(w * s * (1 + z)):
-            table, lookup = model.lookup(positions.reshape(-1))  # one row per id
-            sampled = FeatureNegatives(model.feature_rows(negatives).view(w * s, z, -1), model.weight.detach())
-            loss, count, d_walks, d_affine = walk_skipgram_gradients(
-                table.view(w, s, -1), valid, sampled, trainer.window, self.affine
-            )
-            self._update(lookup, d_walks.view(w * s, -1), d_affine, loss, count, sampled.weight_grad)
+            gradients = self.feature_gradients if valid is None else feature_walk_gradients  # dead ends: rare, eager
+            self._apply(*gradients(model, positions, valid, negatives, trainer.window, self.affine))
             return
         nodes = torch.cat([positions.reshape(-1), negatives.view(-1)])
         table, lookup = model.lookup(nodes)
@@ -372,21 +375,17 @@ class _SkipGramStep:
         self._update(lookup, table_grad, d_affine, loss, count)
 
     def _update(
-        self,
-        lookup: Lookup,
-        table_grad: torch.Tensor,
-        d_affine: torch.Tensor,
-        loss: torch.Tensor,
-        pairs: torch.Tensor | int,
-        weight_grad: torch.Tensor | None = None,
+        self, lookup: Lookup, table_grad: torch.Tensor, d_affine: torch.Tensor, loss: torch.Tensor, pairs: torch.Tensor
     ) -> None:
-        """Adam's step from the gradient of the lookup's table, plus `weight_grad` (W's gradient through a path other
-        than the table), and of the logit's scale and bias; the step's loss and positive pairs added to the epoch's
-        sums."""
-        grads = [self.model.weight_gradient(lookup, table_grad)]
-        if weight_grad is not None:
-            grads[0] += weight_grad
-        self.optimiser.step([*grads, d_affine] if self.trainer.logit_affine else grads)
+        """Adam's step from the gradient of the lookup's table and of the logit's scale and bias (_apply)."""
+        self._apply(self.model.weight_gradient(lookup, table_grad), d_affine, loss, pairs)
+
+    def _apply(
+        self, weight_grad: torch.Tensor, d_affine: torch.Tensor, loss: torch.Tensor, pairs: torch.Tensor | int
+    ) -> None:
+        """Adam's step from W's gradient and the logit's scale and bias's; the step's loss and positive pairs added to
+        the epoch's sums."""
+        self.optimiser.step([weight_grad, d_affine] if self.trainer.logit_affine else [weight_grad])
         self.loss_sum += loss
         self.pair_sum += pairs
 
@@ -421,9 +420,44 @@ class _CapturedStep:
         self.graph.replay()
 
 
+class CompiledStep:
+    """A step's function compiled by torch.compile (trainer.compile), one graph per batch shape, with no break: on the
+    CPU Inductor writes its elementwise work and reductions as a few C++ loops, where eager torch dispatches ~80
+    operations a step. Where it cannot compile (no C++ compiler, an operation it cannot lower), the function runs
+    eagerly from then on, with a warning: the step is pure, so a failed first call is simply made again."""
+
+    def __init__(self, function: Callable):
+        self.function = function
+        self.compiled: Callable | None = torch.compile(function, fullgraph=True, dynamic=False)
+        # the step's per-shape constants are cached pure functions, which Dynamo traces through (and says so)
+        warnings.filterwarnings("ignore", message="Dynamo detected a call to a `functools.lru_cache`")
+
+    def __call__(self, *args):
+        if self.compiled is not None:
+            try:
+                return self.compiled(*args)
+            except torch._dynamo.exc.TorchDynamoException as error:  # what compiling raises, Inductor's errors too
+                interrupt = _interrupt_in(error)
+                if interrupt is not None:  # a memory budget's signal that landed while it compiled
+                    raise interrupt from None
+                log.warning("trainer.compile: the step runs eagerly, it could not be compiled: %s", first_line(error))
+                self.compiled = None
+        return self.function(*args)
+
+
+def _interrupt_in(error: BaseException) -> IgelError | None:
+    """The user-facing error (a BudgetError raised by a signal) that Dynamo wrapped, if any."""
+    while error is not None:
+        if isinstance(error, IgelError):
+            return error
+        error = error.__cause__ or error.__context__
+    return None
+
+
 class _FusedAdam:
-    """torch's fused Adam update (default betas and eps) without torch.optim.Optimizer around it: its
-    bookkeeping costs more than the update of IGEL's small W, a few percent of a run of many small batches."""
+    """torch's fused Adam update (default betas and eps) without torch.optim.Optimizer around it, nor the functional
+    adam's grouping by device and dtype (one group here): their bookkeeping costs more than the update of IGEL's small
+    W, 20 against 8 µs a step (a few percent of a run of many small batches). The same kernels as torch's."""
 
     def __init__(self, parameters: list[torch.Tensor], lr: float):
         self.parameters = parameters
@@ -434,9 +468,10 @@ class _FusedAdam:
 
     @torch.no_grad()
     def step(self, grads: list[torch.Tensor]) -> None:
-        adam(
+        torch._foreach_add_(self.steps, 1)
+        torch._fused_adam_(
             self.parameters, grads, self.moments, self.squares, [], self.steps,
-            fused=True, amsgrad=False, beta1=0.9, beta2=0.999, lr=self.lr, weight_decay=0.0, eps=1e-8, maximize=False,
+            amsgrad=False, lr=self.lr, beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8, maximize=False,
         )  # fmt: skip
 
 

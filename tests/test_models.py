@@ -1,3 +1,4 @@
+import shutil
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -9,8 +10,9 @@ import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 
+from igel_exp import training
 from igel_exp.encoding import IGELEncoder
-from igel_exp.errors import ConfigError
+from igel_exp.errors import BudgetError, ConfigError
 from igel_exp.models import (
     FeatureNegatives,
     FreeEmbedding,
@@ -21,7 +23,14 @@ from igel_exp.models import (
     sum_rows_by,
     walk_skipgram_gradients,
 )
-from igel_exp.training import SkipGramTrainer, _SkipGramStep, batch_scale_for, resolve_device, seed_everything
+from igel_exp.training import (
+    CompiledStep,
+    SkipGramTrainer,
+    _SkipGramStep,
+    batch_scale_for,
+    resolve_device,
+    seed_everything,
+)
 from igel_exp.walks import END, CSRGraph, DeviceWalker, epoch_walks
 
 from conftest import small_graphs
@@ -256,6 +265,56 @@ def test_a_dense_model_trains_on_its_negatives_feature_rows_as_on_their_embeddin
     embedded = train()
     assert not np.array_equal(kept, embedded)
     np.testing.assert_allclose(kept, embedded, rtol=0, atol=tolerance * np.abs(embedded).max())
+
+
+@pytest.mark.skipif(not (shutil.which("g++") or shutil.which("clang++")), reason="torch.compile needs a C++ compiler")
+def test_a_compiled_step_trains_as_the_eager_one(monkeypatch, caplog):
+    """trainer.compile: torch.compile turns the step of a dense model whose negatives stay rows of X into C++; it
+    trains as the eager step, up to float rounding, and it did compile (no fallback to eager)."""
+    graph = small_graphs()["miserables"]
+    csr = CSRGraph.from_igraph(graph)
+    made = []
+    monkeypatch.setattr(training, "CompiledStep", lambda function: made.append(CompiledStep(function)) or made[-1])
+
+    def train(compiled: bool) -> tuple[np.ndarray, list[float]]:
+        seed_everything(0)
+        model = IGELEmbedding(IGELEncoder(1).fit_transform(graph), dim=8)
+        trainer = SkipGramTrainer(2, 150, 0.05, 3, 2, torch.device("cpu"), seed=1, progress=False, compiled=compiled)
+        losses = trainer.fit(model, lambda rng: epoch_walks(csr, 1, 10, rng))  # batches of one walk: one shape
+        return embed_all(model, torch.device("cpu")), losses
+
+    eager, eager_losses = train(False)
+    compiled, compiled_losses = train(True)
+    [step] = made
+    assert step.compiled is not None and "could not be compiled" not in caplog.text
+    np.testing.assert_allclose(compiled_losses, eager_losses, rtol=1e-5)
+    np.testing.assert_allclose(compiled, eager, rtol=0, atol=1e-4 * np.abs(eager).max())
+
+
+def test_a_step_that_cannot_be_compiled_runs_eagerly_with_a_warning(caplog):
+    def step(x: torch.Tensor) -> torch.Tensor:
+        return x * 2 if float(x.sum()) > 0 else x  # a branch on a value: no single graph
+
+    compiled = CompiledStep(step)
+    assert torch.equal(compiled(torch.ones(3)), torch.full((3,), 2.0))
+    assert compiled.compiled is None and "the step runs eagerly, it could not be compiled" in caplog.text
+    assert torch.equal(compiled(-torch.ones(3)), -torch.ones(3))
+
+
+def test_a_budget_error_raised_while_compiling_stops_the_step():
+    """The memory watchdog raises BudgetError by a signal wherever the main thread is: inside Dynamo's compiler it
+    comes out wrapped, and must stop the run, not send the step to its eager fallback."""
+    step = CompiledStep(lambda x: x)
+
+    def compiling(x: torch.Tensor) -> torch.Tensor:
+        try:
+            raise BudgetError("task.memory_budget_gib=1: the process holds 1.2 GiB")
+        except BudgetError as error:
+            raise torch._dynamo.exc.TorchDynamoException("while compiling") from error
+
+    step.compiled = compiling
+    with pytest.raises(BudgetError, match="task.memory_budget_gib=1"):
+        step(torch.ones(3))
 
 
 def test_all_nodes_equals_forward_and_backpropagates_x_transposed(layout, device):

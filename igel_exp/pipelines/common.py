@@ -227,6 +227,7 @@ def skipgram_trainer(
             batch_scale=batch_scale,
             cuda_graphs=settings.get("cuda_graphs", True),
             batching=settings.get("batching", "walks"),
+            compiled=settings.get("compile", False),
         )
 
     authors = trainer(1)
