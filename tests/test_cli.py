@@ -64,6 +64,8 @@ HERE = ["hydra.run.dir=.", "hydra.sweep.dir=multirun", "hydra.output_subdir=null
 # The invalid invocations of issue 17, which passed Hydra's own checks: all but the first used to leave a FAILED run
 INVALID = [
     (["encoder.distance=-1"], "encoder.distance=-1: expected an integer ≥ 0"),
+    (["encoder.distance=0"], "encoder.distance=0 encodes every node alike (its 0-hop ego graph is the node alone"),
+    (["experiment=link_prediction", "encoder.distance=0"], "encoder.distance=0 encodes every node alike"),
     (["trainer.epochs=0"], "trainer.epochs=0: expected an integer ≥ 1"),
     (["dataset=edgelist", "dataset.path=missing.txt"], "missing.txt: edge list file not found"),
     (["dataset=edgelist", "dataset.path=empty.txt"], "empty.txt: the edge list file is empty"),

@@ -88,6 +88,17 @@ def _skipgram_trainer(config: DictConfig) -> None:
         raise ConfigError(f"task={config.task.name} trains skip-gram embeddings: it needs trainer=skipgram")
 
 
+@check_before("clustering", "link_prediction", "node_classification", "sister_cities")
+def _encodes_structure(config: DictConfig) -> None:
+    """IGEL at α = 0 describes every node alike: its 0-hop ego graph is the node alone, of degree 0. Only the
+    scalability runs (which time it) and classifiers without IGEL's input (experiment=ppi_features) may have it."""
+    encoder = config.encoder
+    if encoder.name == "igel" and encoder.distance == 0 and config.task.get("use_igel", True):
+        raise ConfigError(
+            "encoder.distance=0 encodes every node alike (its 0-hop ego graph is the node alone): use α ≥ 1"
+        )
+
+
 @check_before("clustering")
 def _k_range(config: DictConfig) -> None:
     if config.task.k_min > config.task.k_max:
