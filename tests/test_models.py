@@ -274,7 +274,12 @@ def test_a_compiled_step_trains_as_the_eager_one(monkeypatch, caplog):
     graph = small_graphs()["miserables"]
     csr = CSRGraph.from_igraph(graph)
     made = []
-    monkeypatch.setattr(training, "CompiledStep", lambda function: made.append(CompiledStep(function)) or made[-1])
+
+    def recorded(function):
+        made.append(CompiledStep(function))
+        return made[-1]
+
+    monkeypatch.setattr(training, "CompiledStep", recorded)
 
     def train(compiled: bool) -> tuple[np.ndarray, list[float]]:
         seed_everything(0)
