@@ -79,16 +79,6 @@ def adjacency(graph: ig.Graph, multiplicity: bool = False) -> sp.csr_matrix:
     return matrix
 
 
-def _rows(adj: sp.csr_matrix, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(position in `nodes`, neighbour, adjacency entry) of every neighbour of the given nodes, row after row."""
-    starts = adj.indptr[nodes]
-    lengths = adj.indptr[nodes + 1] - starts
-    owner = np.repeat(np.arange(len(nodes)), lengths)
-    offsets = np.cumsum(lengths) - lengths
-    positions = np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))
-    return owner, adj.indices[positions], adj.data[positions]
-
-
 def local_ball(
     adj: sp.csr_matrix, sources: np.ndarray, distance: int, max_share: float = 1.0, marks: np.ndarray | None = None
 ) -> tuple[np.ndarray, sp.csr_matrix] | None:
@@ -110,7 +100,7 @@ def local_ball(
     for _ in range(distance):
         if not len(frontier) or sum(map(len, layers)) > limit:
             break
-        _, neighbours, _ = _rows(adj, frontier)
+        neighbours = adj[frontier].indices  # scipy copies the rows in C
         fresh = neighbours[marks[neighbours] < 0]
         # one copy of each fresh node, without sorting: the last write of a repeated node wins
         order = np.arange(len(fresh), dtype=marks.dtype)
@@ -122,10 +112,13 @@ def local_ball(
         if len(nodes) > limit:
             return None
         marks[nodes] = np.arange(len(nodes))
-        owner, neighbours, entries = _rows(adj, nodes)
-        local = marks[neighbours]
-        inside = local >= 0  # edges that leave the ball lead nowhere within `distance` hops
-        return nodes, _csr(entries[inside], owner[inside], local[inside], (len(nodes),) * 2)
+        rows = adj[nodes]
+        local = marks[rows.indices]
+        outside = local < 0  # edges that leave the ball lead nowhere within `distance` hops: dropped as zeros
+        entries = np.where(outside, 0, rows.data)
+        ball = sp.csr_matrix((entries, np.where(outside, 0, local), rows.indptr), shape=(len(nodes),) * 2)
+        ball.eliminate_zeros()  # the adjacency's own entries count edges: none is zero
+        return nodes, ball
     finally:
         marks[nodes] = -1
 
