@@ -8,28 +8,21 @@ dataset without a file would run the faithful computation under another name: `c
 
 from __future__ import annotations
 
-from importlib.resources import files
-
 from omegaconf import DictConfig
 
 from igel_exp.errors import ConfigError
+from igel_exp.schema import group_options
 
 DEFAULT = "faithful"
 SWITCHES = ("specialise", "protocol")  # the folder of the switch files in the packaged config tree
 
 
-def _names(*folder: str) -> list[str]:
-    """The options of a packaged config group: its YAML files' stems."""
-    entries = files("igel_exp.conf").joinpath(*folder).iterdir()
-    return sorted(entry.name.removesuffix(".yaml") for entry in entries if entry.name.endswith(".yaml"))
-
-
 def defined(protocol: str) -> list[tuple[str, str]]:
     """The (task, dataset) pairs with a switch file for `protocol`; the task options (conf/task) tell where a file
     name's task ends, as both may hold underscores."""
-    tasks = _names("task")
+    tasks = group_options("task")
     pairs = []
-    for stem in _names(*SWITCHES):
+    for stem in group_options(*SWITCHES):
         if stem.startswith(f"{protocol}_"):
             rest = stem.removeprefix(f"{protocol}_")
             task = max((task for task in tasks if rest.startswith(f"{task}_")), key=len, default=None)
@@ -48,7 +41,8 @@ def check_protocol(config: DictConfig) -> None:
     if (task, dataset) in pairs:
         return
     if not pairs:
-        raise ConfigError(f"protocol={protocol} has no switches: valid protocols: {', '.join(_names('protocol'))}")
+        valid = ", ".join(group_options("protocol"))
+        raise ConfigError(f"protocol={protocol} has no switches: valid protocols: {valid}")
     have = {}
     for defined_task, defined_dataset in pairs:
         have.setdefault(defined_task, []).append(defined_dataset)

@@ -474,15 +474,25 @@ def taken_by(key: str) -> str:
     """Which options of the key's group take it (`dataset=edgelist and dataset=graphsage take it`), from the schema
     that each of the group's files (conf/<group>/) names."""
     group, _, setting = key.partition(".")
-    takers = []
-    for path in sorted(files("igel_exp.conf").joinpath(group).iterdir(), key=lambda path: path.name):
-        if path.name.endswith(".yaml"):
-            kind = yaml.safe_load(path.read_text())["defaults"][0].removeprefix(f"/schema/{group}/")
-            if setting in _field_names(SCHEMAS[group][kind.removesuffix("@_here_")]):
-                takers.append(f"{group}={path.name.removesuffix('.yaml')}")
+    takers = [
+        f"{group}={name}" for name in group_options(group) if setting in _field_names(_option_schema(group, name))
+    ]
     if len(takers) == 1:
         return f"{takers[0]} takes it"
     return f"{', '.join(takers[:-1])} and {takers[-1]} take it"
+
+
+def group_options(*folder: str) -> list[str]:
+    """The options of a packaged config group: its YAML files' stems, sorted."""
+    entries = files("igel_exp.conf").joinpath(*folder).iterdir()
+    return sorted(entry.name.removesuffix(".yaml") for entry in entries if entry.name.endswith(".yaml"))
+
+
+def _option_schema(group: str, name: str) -> type:
+    """The schema that conf/<group>/<name>.yaml names first in its defaults list."""
+    text = files("igel_exp.conf").joinpath(group, f"{name}.yaml").read_text()
+    entry = yaml.safe_load(text)["defaults"][0]
+    return SCHEMAS[group][entry.removeprefix(f"/schema/{group}/").removesuffix("@_here_")]
 
 
 def _field_names(schema: type) -> list[str]:
