@@ -192,6 +192,9 @@ class SkipGramTrainer:
         if compiled and not self.compiled:
             log.info("trainer.compile: the step is compiled on the CPU only; on %s it runs as before", device)
         self.affine: torch.Tensor | None = None  # the learned (scale, bias) after fit, None without logit_affine
+        # after fit: each asked-for setting that did not apply (trainer.compile, trainer.cuda_graphs) and why, which
+        # the run logs as tags: a run's record says how it really ran, not only what its config asked
+        self.fallbacks: dict[str, str] = {}
 
     def walks_per_batch(self, walk_length: int) -> int:
         pairs_per_walk = positive_pairs(walk_length, self.window) * (1 + self.negatives)
@@ -238,6 +241,7 @@ class SkipGramTrainer:
             if on_epoch is not None:
                 on_epoch(epoch, {"loss": loss, "positive_pairs": float(pairs)})
         self.affine = step.affine.detach().clone() if self.logit_affine else None  # for the saved model
+        self.fallbacks = step.fallbacks()
         model.eval()
         return history
 
@@ -298,7 +302,9 @@ class _SkipGramStep:
         self.loss_sum = torch.zeros((), device=device, dtype=exact)
         self.pair_sum = torch.zeros((), device=device, dtype=exact)
         self.graphs: dict[tuple, _CapturedStep | int | None] = {}  # per shape: warm-ups done, captured, or eager
-        self.feature_gradients = CompiledStep(feature_walk_gradients) if trainer.compiled else feature_walk_gradients
+        self.capture_failure: str | None = None  # why a batch shape's step runs eagerly on a GPU, the first one's
+        self.compiled_step = CompiledStep(feature_walk_gradients) if trainer.compiled else None
+        self.feature_gradients = self.compiled_step or feature_walk_gradients
 
     def start_epoch(self) -> None:
         self.loss_sum.zero_()
@@ -309,6 +315,14 @@ class _SkipGramStep:
 
     def pairs(self) -> int:
         return int(self.pair_sum)
+
+    def fallbacks(self) -> dict[str, str]:
+        """trainer.compile and trainer.cuda_graphs where asked for and not applied (for some batch shape), and why."""
+        why = {
+            "trainer.compile": self.compiled_step and self.compiled_step.failure,
+            "trainer.cuda_graphs": self.capture_failure,
+        }
+        return {key: reason for key, reason in why.items() if reason is not None}
 
     def __call__(self, walks: torch.Tensor, valid: torch.Tensor | None) -> None:
         trainer, model = self.trainer, self.model
@@ -406,7 +420,9 @@ class _CapturedStep:
         try:
             captured = cls(step, walks, valid, negatives)
         except RuntimeError as error:  # nothing ran inside the failed capture
-            log.warning("CUDA graph capture failed, the step runs eagerly: %s", error)
+            reason = f"a batch shape's step runs eagerly, its CUDA graph capture failed: {first_line(error)}"
+            log.warning("trainer.cuda_graphs: %s", reason)
+            step.capture_failure = step.capture_failure or reason
             step.compute(walks, valid, negatives)
             return None
         captured.graph.replay()
@@ -429,6 +445,7 @@ class CompiledStep:
     def __init__(self, function: Callable):
         self.function = function
         self.compiled: Callable | None = torch.compile(function, fullgraph=True, dynamic=False)
+        self.failure: str | None = None  # why it runs eagerly, once it does
         # the step's per-shape constants are cached pure functions, which Dynamo traces through (and says so)
         warnings.filterwarnings("ignore", message="Dynamo detected a call to a `functools.lru_cache`")
 
@@ -440,7 +457,8 @@ class CompiledStep:
                 interrupt = _interrupt_in(error)
                 if interrupt is not None:  # a memory budget's signal that landed while it compiled
                     raise interrupt from None
-                log.warning("trainer.compile: the step runs eagerly, it could not be compiled: %s", first_line(error))
+                self.failure = f"the step runs eagerly, it could not be compiled: {first_line(error)}"
+                log.warning("trainer.compile: %s", self.failure)
                 self.compiled = None
         return self.function(*args)
 

@@ -286,6 +286,7 @@ def test_a_compiled_step_trains_as_the_eager_one(monkeypatch, caplog):
         model = IGELEmbedding(IGELEncoder(1).fit_transform(graph), dim=8)
         trainer = SkipGramTrainer(2, 150, 0.05, 3, 2, torch.device("cpu"), seed=1, progress=False, compiled=compiled)
         losses = trainer.fit(model, lambda rng: epoch_walks(csr, 1, 10, rng))  # batches of one walk: one shape
+        assert trainer.fallbacks == {}
         return embed_all(model, torch.device("cpu")), losses
 
     eager, eager_losses = train(False)

@@ -8,9 +8,10 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 
-from igel_exp import pipelines
+from igel_exp import pipelines, training
 from igel_exp.errors import BudgetError, ConfigError, DataError
 from igel_exp.identity import HASH_TAG
 from igel_exp.memory import MemoryBudget, PeakMeter, rss_mib
@@ -37,6 +38,26 @@ def test_experiment_has_the_papers_scalability_settings(compose_config):
     settings = (trainer.dim, trainer.walk_length, trainer.window, trainer.negatives, trainer.epochs)
     assert settings == (25, 50, 5, 5, 3)
     assert (trainer.batch_size, trainer.walks_per_node, config.task.memory_budget_gib) == (25000, 1, 8)
+
+
+def test_a_run_whose_step_could_not_be_compiled_says_so_in_a_tag(compose_config, tracking_uri, tmp_path, monkeypatch):
+    """trainer.compile=true falls back to the eager step where torch cannot compile it (here a graph break): the run
+    finishes, and its tag fallback.trainer.compile says that it ran eagerly and why, where its config says compiled."""
+    real = training.feature_walk_gradients
+
+    def breaking(*args):
+        torch._dynamo.graph_break()
+        return real(*args)
+
+    monkeypatch.setattr(training, "feature_walk_gradients", breaking)
+    # batches of one walk of 10: 60 ids against 200 nodes, the negatives stay rows of X (the step compile applies to)
+    overrides = ["encoder.distance=2", "task.isolate=false", "trainer.compile=true", "trainer.batch_size=100"]
+    pipelines.run(compose_config(*TINY, *overrides))
+    [run] = runs(tmp_path).itertuples()
+    tags = mlflow.get_run(run.run_id).data.tags
+    assert run.status == "FINISHED"
+    assert tags["fallback.trainer.compile"].startswith("the step runs eagerly, it could not be compiled: ")
+    assert "fallback.trainer.cuda_graphs" not in tags
 
 
 # --- per-stage time and peak memory --------------------------------------------------------------------------

@@ -172,6 +172,7 @@ def train_unsupervised(
             walks_per_epoch=graph.vcount() * trainer_config.walks_per_node,
         )
     stages.exclude("train", "walks")  # walks are drawn lazily inside training
+    logger.tags({f"fallback.{key}": why for key, why in trainer.fallbacks.items()})
     if encoder is not None:
         IGELModel.trained(encoder, model, graph, dataset.name, config, trainer.affine).log(logger)
     return embed_all(model, device)
