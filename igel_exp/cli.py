@@ -109,7 +109,7 @@ class SweepCheck(Callback):
         if config.hydra.sweeper.get("_target_") != BASIC_SWEEPER:
             return
         from igel_exp import pipelines
-        from igel_exp.plan import sweep_jobs
+        from igel_exp.plan import shown, sweep_jobs
 
         # SystemExit: Hydra turns a callback's exceptions into warnings and goes on
         try:
@@ -119,7 +119,7 @@ class SweepCheck(Callback):
                 try:
                     pipelines.check(job)
                 except IgelError as error:
-                    sys.exit(f"igel-run: error: the job {' '.join(overrides)}: {error}")
+                    sys.exit(f"igel-run: error: the job {shown(overrides)}: {error}")
                 unused &= set(not_taken(job, given))
             for key in (key for key in given if key in unused):
                 sys.exit(f"igel-run: error: no job of the sweep takes {key}; {taken_by(key)}")

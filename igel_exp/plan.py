@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import importlib.resources
 import logging
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,7 +196,7 @@ def load_plan(path: Path, profile: str = "full", overrides: Sequence[str] = ()) 
                 check(config)  # the ranges; what needs torch or the data is checked before the jobs run
                 check_protocol(config)
             except ConfigError as error:
-                raise ConfigError(f"{path.name} with {' '.join(batch)}: {error}") from None
+                raise ConfigError(f"{path.name} with {shown(batch)}: {error}") from None
             identity = config_hash(config)
             if identity in seen:  # two sweep values that compose the same run
                 continue
@@ -375,7 +376,7 @@ class _Composer:
         try:
             return compose(config_name=self.name, overrides=[*self._search, *overrides])
         except (HydraException, OmegaConfBaseException) as error:
-            raise ConfigError(f"{self.name}.yaml with {' '.join(overrides)}: {describe(error)}") from None
+            raise ConfigError(f"{self.name}.yaml with {shown(overrides)}: {describe(error)}") from None
 
 
 def sweep_jobs(config: DictConfig) -> Iterator[tuple[list[str], DictConfig]]:
@@ -397,6 +398,12 @@ def _expand(arguments: list[str], where: str) -> list[list[str]]:
     except HydraException as error:
         raise ConfigError(f"{where}: {first_line(error)}") from None
     return batches
+
+
+def shown(overrides: Sequence[str]) -> str:
+    """A job's overrides as one types them: Hydra's sweep expansion escapes the characters of its grammar in each value
+    (`tracking.uri=sqlite\\:///runs.db`), which an error line should not show."""
+    return " ".join(re.sub(r"\\(.)", r"\1", override) for override in overrides)
 
 
 def _key(override: str) -> str:

@@ -107,6 +107,11 @@ def test_a_bad_job_stops_a_sweep_before_its_store_and_its_first_run(tmp_path, mo
     assert exit_line("-m", *HERE, "seed=0,1", "trainer.epochs=1,0") == (
         "igel-run: error: the job seed=0 trainer.epochs=0: trainer.epochs=0: expected an integer ≥ 1"
     )
+    # the job's overrides as typed, not as Hydra's sweep expansion escapes them (sqlite\\:///)
+    assert exit_line("-m", *HERE, "tracking.uri=sqlite:///elsewhere.db", "trainer.epochs=1,0") == (
+        "igel-run: error: the job tracking.uri=sqlite:///elsewhere.db trainer.epochs=0: trainer.epochs=0: expected an"
+        " integer ≥ 1"
+    )
     assert exit_line("-m", *HERE, "seed=0,1", "trainer.lr=0.1,abc") == (
         "igel-run: error: config.yaml with seed=0 trainer.lr=abc: trainer.lr=abc: expected a number"
     )
