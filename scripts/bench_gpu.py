@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+import traceback
 
 import torch
 from bench_link_prediction import data_root, device_name, end_to_end, run_experiment, throughput
@@ -62,27 +63,26 @@ def main() -> None:
     start = time.perf_counter()
     root, device = data_root(args.data_root), resolve_device(args.device)
     print(f"device: {device_name(device)}; torch {torch.__version__}; {os.cpu_count()} CPU cores", flush=True)
-    work = {
-        "throughput": lambda: throughput(
-            root,
-            device,
-            args.repeats,
-            {
-                "": {},
-                " (no CUDA graphs)": {"cuda_graphs": False},
-                " (batch_scale 4)": {"batch_scale": 4},
-                " (batch_scale 4, bfloat16)": {"batch_scale": 4, "precision": "bfloat16"},
-            },
-        ),
-        "facebook": lambda: [
-            end_to_end(root, device, extra)
-            for extra in ([], ["trainer.batch_scale=4"], ["trainer.batch_scale=4", "trainer.precision=bfloat16"])
+    variants = ([], ["trainer.batch_scale=4"], ["trainer.batch_scale=4", "trainer.precision=bfloat16"])
+    work = {  # each part's runs, each run on its own: a failure prints its traceback and the next run goes on
+        "throughput": [
+            lambda: throughput(
+                root,
+                device,
+                args.repeats,
+                {
+                    "": {},
+                    " (no CUDA graphs)": {"cuda_graphs": False},
+                    " (batch_scale 4)": {"batch_scale": 4},
+                    " (batch_scale 4, bfloat16)": {"batch_scale": 4, "precision": "bfloat16"},
+                },
+            )
         ],
-        "astroph": lambda: [
-            end_to_end(root, device, ["dataset=astroph", *extra], "AstroPh")
-            for extra in ([], ["trainer.batch_scale=4"], ["trainer.batch_scale=4", "trainer.precision=bfloat16"])
+        "facebook": [lambda extra=extra: end_to_end(root, device, extra) for extra in variants],
+        "astroph": [
+            lambda extra=extra: end_to_end(root, device, ["dataset=astroph", *extra], "AstroPh") for extra in variants
         ],
-        "scalability": lambda: scalability(root, device, args.scalability_nodes),
+        "scalability": [lambda: scalability(root, device, args.scalability_nodes)],
     }
     for part in args.only:
         left = args.budget - (time.perf_counter() - start)
@@ -90,7 +90,11 @@ def main() -> None:
             print(f"{part}: skipped, {left:.0f} s of the budget left (it needs up to {NEEDS[part]} s)", flush=True)
             continue
         print(f"\n== {part}", flush=True)
-        work[part]()
+        for run in work[part]:
+            try:
+                run()
+            except Exception:  # the device is lent for minutes: one failure must not cost the other figures
+                print(f"{part}: a run failed, the part goes on\n{traceback.format_exc(limit=-6)}", flush=True)
     print(f"\nall parts: {time.perf_counter() - start:.0f} s")
 
 
