@@ -9,9 +9,12 @@ names. This module aggregates what the runs logged; it computes no metric of its
 
 A plan that runs several protocols (conf/protocol: the paper's computation, the authors' code path) gets a column of
 ours per protocol beside the paper's value. A cell matches the paper when the paper's value lies within our range over
-seeds, widened by half a unit of the paper's printed precision; each table ends with a verdict: reproduced (at least
-MATCHED_SHARE of its cells match on the faithful path), reproduced only on the authors' path, or not reproduced, with
-the reasons its experiments/ file gives (reproduce.verdict).
+seeds, widened by half a unit of the paper's printed precision. Even a perfect reproduction matches fewer than all
+cells, its run lying outside our seeds' range as often as it would be their new extreme: with 3 seeds or more a table
+also gives how many cells a run exchangeable with ours would match (Table.chance). Each table ends with a verdict:
+reproduced (on the faithful path, at least MATCHED_SHARE as many cells match as that run would match, or as there are
+cells where seeds are too few to tell), reproduced only on the authors' path, or not reproduced, with the reasons its
+experiments/ file gives (reproduce.verdict).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from igel_exp.tracking import store_call
 FORMATS = ("markdown", "csv", "html")
 SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html"}
 MISSING_SHOWN = 12  # missing runs listed per reason; the rest are counted
-MATCHED_SHARE = 0.75  # of a table's cells with a paper value and ours, to call it reproduced
+MATCHED_SHARE = 0.75  # of the cells a perfect reproduction would match (Table.chance), to call a table reproduced
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ class Aggregate:
     n: int
     low: float = math.nan
     high: float = math.nan
+    values: tuple[float, ...] = ()  # each seed's
 
 
 @dataclass
@@ -87,8 +91,22 @@ class Cell:
         digit (the paper rounds); None without both values."""
         if self.paper is None or self.ours is None:
             return None
-        slack = 0.5 * 10.0 ** -_digits(self.paper)
-        return self.ours.low - slack <= self.paper <= self.ours.high + slack
+        return _within(self.paper, self.ours.low, self.ours.high, _digits(self.paper))
+
+    @property
+    def chance(self) -> float | None:
+        """How often a run exchangeable with ours — the paper's own, were our computation exactly theirs — would match:
+        the share of our seeds whose value, printed as the paper prints, lies within the other seeds' range as
+        `matched` widens it. Estimated from n − 1 seeds, a little below what n give (for continuous values,
+        (n − 2)/n against (n − 1)/(n + 1): 0.60 against 0.67 at 5 seeds). None without the paper's value or 3 seeds."""
+        if self.paper is None or self.ours is None or len(self.ours.values) < 3:
+            return None
+        values, digits = self.ours.values, _digits(self.paper)
+        inside = 0
+        for i, value in enumerate(values):
+            others = values[:i] + values[i + 1 :]
+            inside += _within(round(value, digits), min(others), max(others), digits)
+        return inside / len(values)
 
 
 @dataclass(frozen=True)
@@ -122,6 +140,16 @@ class Table:
         judged = [value for value in judged if value is not None]
         return sum(judged), len(judged)
 
+    def chance(self, protocol: str) -> float | None:
+        """The cells of a protocol that a run exchangeable with ours would match, Cell.chance summed over the cells that
+        `matches` counts (a cell of fewer than 3 seeds counts whole): what a perfect reproduction scores. None where no
+        cell has 3 seeds."""
+        judged = [cell for (_, _, of), cell in self.cells.items() if of == protocol and cell.matched is not None]
+        shares = [cell.chance for cell in judged]
+        if all(share is None for share in shares):
+            return None
+        return sum(1.0 if share is None else share for share in shares)
+
     @property
     def verdict(self) -> str:
         """One line: reproduced, reproduced only on the authors' path (why), or not reproduced (what was ruled out)."""
@@ -132,7 +160,12 @@ class Table:
             return "no cell has both the paper's value and ours yet"
         shown = ", ".join(f"{_protocol_name(p)} {k}/{n}" for p, (k, n) in counts.items())
         tally = f"{shown} cells within our range over seeds"
-        reproduced = [p for p, (k, n) in counts.items() if n and k >= MATCHED_SHARE * n]
+        chances = {p: chance for p in self.protocols if (chance := self.chance(p)) is not None}
+        if chances:
+            expected = ", ".join(f"{_protocol_name(p)} {chance:.1f}" for p, chance in chances.items())
+            tally += f"; a run exchangeable with ours would match {expected}"
+        # the bar: MATCHED_SHARE of what a perfect reproduction matches (every cell, where seeds are too few to tell)
+        reproduced = [p for p, (k, n) in counts.items() if n and k >= MATCHED_SHARE * chances.get(p, n)]
         reasons = self.plan.spec.verdict
         if DEFAULT_PROTOCOL in reproduced:
             return f"reproduced ({tally})"
@@ -203,7 +236,7 @@ def aggregate(values: Iterable[float]) -> Aggregate | None:
         return None
     mean = sum(finite) / len(finite)
     std = math.sqrt(sum((value - mean) ** 2 for value in finite) / (len(finite) - 1)) if len(finite) > 1 else None
-    return Aggregate(mean, std, len(finite), min(finite), max(finite))
+    return Aggregate(mean, std, len(finite), min(finite), max(finite), tuple(finite))
 
 
 def point_metric(jobs: Sequence[Job], finished: Mapping[str, StoredRun], metric: str) -> Aggregate | None:
@@ -305,6 +338,12 @@ def build_table(plan: Plan, runs: Iterable[StoredRun], notes: Sequence[str] = ()
     if pending:
         notes.append(f"{pending} more runs, the chosen points' other seeds, are planned once the selection has run")
     return Table(plan, rows, cells, _missing(plan, planned, runs, finished), len(planned) + pending, notes)
+
+
+def _within(value: float, low: float, high: float, digits: int) -> bool:
+    """Whether `value` lies within [low, high] widened by half a unit of the last of `digits` decimals (the paper's)."""
+    slack = 0.5 * 10.0**-digits
+    return low - slack <= value <= high + slack
 
 
 def _protocol_name(protocol: str) -> str:
@@ -547,6 +586,7 @@ CSV_FIELDS = [
     "max",
     "diff",
     "matched",
+    "chance",  # Cell.chance: how often a run exchangeable with ours would match
     "chosen",
     "missing_runs",
     "planned_runs",
@@ -586,6 +626,7 @@ def _csv_line(table: Table, row: tuple, column: Column, protocol: str, cell: Cel
         "max": _raw(ours.high if ours else None),
         "diff": _raw(cell.diff),
         "matched": "" if cell.matched is None else str(cell.matched).lower(),
+        "chance": _raw(cell.chance),
         "chosen": cell.chosen or "",
         "missing_runs": len(table.missing),
         "planned_runs": table.planned,

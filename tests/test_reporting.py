@@ -10,7 +10,7 @@ from mlflow.tracking import MlflowClient
 from igel_exp.errors import ConfigError
 from igel_exp.identity import HASH_TAG
 from igel_exp.plan import load_plan
-from igel_exp.reporting import Aggregate, Missing, _number, aggregate, build_table, load_runs
+from igel_exp.reporting import Aggregate, Cell, Missing, _number, aggregate, build_table, load_runs
 from igel_exp.reproduce import report_main
 
 CORRELATIONS = {
@@ -77,8 +77,25 @@ def correlations(experiments_dir, store_uri):
 def test_aggregate_is_mean_sample_std_and_count():
     three = aggregate([0.5, 0.7, 0.9])
     assert (three.mean, three.std, three.n, three.low, three.high) == pytest.approx((0.7, 0.2, 3, 0.5, 0.9))
-    assert aggregate([0.3, math.nan]) == Aggregate(0.3, None, 1, 0.3, 0.3)
+    assert aggregate([0.3, math.nan]) == Aggregate(0.3, None, 1, 0.3, 0.3, (0.3,))
     assert aggregate([]) is None
+
+
+@pytest.mark.parametrize(
+    "paper, values, share",
+    [
+        (0.5, [0.1, 0.2, 0.3, 0.4], 0.5),  # the extremes lie outside the others' range, the middle two inside
+        (854, [850, 851.4, 852], 1 / 3),  # ± half a unit: 852 is not within 850–851.4 widened to 851.9
+        (854, [850, 851.6, 852.3], 2 / 3),  # 852.3, printed 852 as the paper prints counts, is within 850–852.1
+        (0.5, [0.1, 0.2], None),  # two seeds leave one: no range to speak of
+        (None, [0.1, 0.2, 0.3], None),
+    ],
+)
+def test_chance_is_the_share_of_our_seeds_within_the_others_range(paper, values, share):
+    """Cell.chance: how often a run exchangeable with ours would match the cell, each seed taken in turn for the paper's
+    run, printed as the paper prints, against the range of the others widened as `matched` widens it."""
+    cell = Cell(paper, aggregate(values))
+    assert cell.chance == (None if share is None else pytest.approx(share))
 
 
 @pytest.mark.parametrize(
@@ -97,7 +114,7 @@ def test_seeds_of_a_config_are_aggregated_once_each(correlations):
     first, second = table.cells[0, "PageRank", "faithful"], table.cells[1, "PageRank", "faithful"]
     assert (first.ours.mean, first.ours.std, first.ours.n) == pytest.approx((0.7, 0.2, 3))
     assert first.paper == 0.5 and first.diff == pytest.approx(0.2)
-    assert second.ours == Aggregate(0.3, None, 1, 0.3, 0.3) and second.paper is None and second.diff is None
+    assert second.ours == Aggregate(0.3, None, 1, 0.3, 0.3, (0.3,)) and second.paper is None and second.diff is None
 
 
 def test_missing_runs_are_named_with_the_reason(correlations):
@@ -281,6 +298,39 @@ def test_both_protocols_are_shown_beside_the_paper_with_a_verdict(
     row = next(line for line in lines if line.startswith("| 1 |"))
     assert row.count("(n=2)") == 2 and row.startswith("| 1 | 0.500 |")
     assert lines[-1] == f"Verdict: {verdict}"
+
+
+TWO_ROWS = {
+    **CORRELATIONS,
+    "paper": [{"encoder.distance": 1, "PageRank": 0.5}, {"encoder.distance": 2, "PageRank": 0.9}],
+}
+
+
+@pytest.mark.parametrize(
+    "second_row, verdict",
+    [
+        ([0.1, 0.2, 0.3], "reproduced (faithful 1/2 cells within our range over seeds; a run exchangeable with ours"
+         " would match faithful 0.7)"),
+        ([0.1, 0.9, 1.3], "reproduced (faithful 2/2 cells within our range over seeds; a run exchangeable with ours"
+         " would match faithful 0.7)"),
+        ([0.1, 0.2, 0.3], "not reproduced (faithful 0/2 cells within our range over seeds; a run exchangeable with ours"
+         " would match faithful 0.7)"),
+    ],
+)  # fmt: skip
+def test_the_verdict_weighs_the_matches_against_what_a_perfect_reproduction_scores(
+    experiments_dir, store_uri, capsys, second_row, verdict
+):
+    """Three seeds of each row: a run exchangeable with ours lies within the other two's range a third of the time,
+    so a perfect reproduction matches 2/3 of the two cells on average, and 1 of 2 is reproduced (3/4 of that bar),
+    where 3/4 of all cells, the bar without seeds enough to tell, would call it not reproduced."""
+    first_row = [0.4, 0.5, 0.6] if not verdict.startswith("not") else [0.6, 0.7, 0.8]
+    path = experiments_dir("two", {"encoder.distance": "1,2", "seed": "range(3)"}, TWO_ROWS)
+    store = Store(store_uri)
+    for job in load_plan(path, "full").jobs:
+        values = first_row if job.config.encoder.distance == 1 else second_row
+        store.log(job, {"spearman_pagerank": values[job.config.seed]})
+    assert report_main(["two", "--experiments", str(path.parent), "--tracking-uri", store_uri]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"Verdict: {verdict}"
 
 
 def test_csv_lists_each_protocol_with_its_range_and_match(experiments_dir, store_uri, tmp_path):
