@@ -465,6 +465,8 @@ def explanation(table: Table) -> list[str]:
             f"Ours: mean ± std over seeds (n runs) of the paper's computation; {named}: of the authors' code path"
             " (conf/specialise/protocol/)."
         )
+    if spec.paper:
+        how += " ✓: the paper's value lies within our range over seeds (what the verdict counts)."
     if spec.select is not None:
         select = spec.select
         if select.seeds:
@@ -506,7 +508,7 @@ def display_rows(table: Table) -> list[list[str]]:
             cells = [table.cells[index, column.title, protocol] for protocol in table.protocols]
             paper = _has_paper(table, column)
             line += [_number(cells[0].paper)] if paper else []
-            line += [_ours(cell.ours) for cell in cells]
+            line += [_ours(cell.ours, cell.matched) for cell in cells]
             line += [_number(cells[0].diff, signed=True)] if paper and single else []
             chosen += [cell.chosen for cell in cells if cell.chosen is not None and cell.chosen not in chosen]
         if table.plan.spec.select is not None:
@@ -658,11 +660,11 @@ def _number(value: float | None, signed: bool = False) -> str:
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
-def _ours(value: Aggregate | None) -> str:
+def _ours(value: Aggregate | None, matched: bool | None = None) -> str:
     if value is None:
         return "—"
     spread = f" ± {_number(value.std)}" if value.std is not None else ""
-    return f"{_number(value.mean)}{spread} (n={value.n})"
+    return f"{_number(value.mean)}{spread} (n={value.n}){' ✓' if matched else ''}"
 
 
 def _raw(value: float | None) -> str:

@@ -145,7 +145,7 @@ def test_markdown_shows_paper_ours_and_difference_and_what_is_missing(correlatio
     lines = text.splitlines()
     assert lines[0] == "### Correlations (correlations)"
     assert "| encoder.distance | PageRank paper | PageRank ours | PageRank Δ |" in lines
-    assert "| 1 | 0.500 | 0.700 ± 0.200 (n=3) | +0.200 |" in lines
+    assert "| 1 | 0.500 | 0.700 ± 0.200 (n=3) ✓ | +0.200 |" in lines  # ✓: 0.5 within 0.5–0.9
     assert "| 2 | — | 0.300 (n=1) | — |" in lines
     assert "Missing 2 of 6 runs (`igel-reproduce correlations` runs them):" in lines
     assert "- 1 failed (DataError: graph.txt is missing): encoder.distance=2 seed=0" in lines
@@ -191,7 +191,7 @@ def test_html_is_escaped_and_format_wins_over_the_suffix(correlations, tmp_path)
     text = output.read_text()
     assert text.startswith("<!doctype html>") and "<h3>Correlations (correlations)</h3>" in text
     assert "Spearman &lt;rho&gt; by distance" in text
-    assert "<tr><td>1</td><td>0.500</td><td>0.700 ± 0.200 (n=3)</td><td>+0.200</td></tr>" in text
+    assert "<tr><td>1</td><td>0.500</td><td>0.700 ± 0.200 (n=3) ✓</td><td>+0.200</td></tr>" in text
     assert "<li>1 not run: encoder.distance=2 seed=2</li>" in text
 
 
@@ -297,6 +297,7 @@ def test_both_protocols_are_shown_beside_the_paper_with_a_verdict(
     assert "| encoder.distance | PageRank paper | PageRank ours | PageRank ours (authors' path) |" in lines
     row = next(line for line in lines if line.startswith("| 1 |"))
     assert row.count("(n=2)") == 2 and row.startswith("| 1 | 0.500 |")
+    assert row.count("✓") == verdict.count(" 1/1")  # a matched cell is marked, the one the verdict counts
     assert lines[-1] == f"Verdict: {verdict}"
 
 
