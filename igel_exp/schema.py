@@ -466,8 +466,8 @@ def not_taken_message(config: DictConfig, key: str) -> str:
     """One line: `key` is not a setting of the group's picked option; its settings, and the options that take it."""
     group = key.partition(".")[0]
     option = config[group]
-    settings = ", ".join(_field_names(OmegaConf.get_type(option)))
-    return f"{key} is not a setting of {group}={option.get('name')} (its settings: {settings}); {taken_by(key)}"
+    picked = f"{group}={option.get('name')}"
+    return f"{_not_a_setting(key, picked, OmegaConf.get_type(option))}; {taken_by(key)}"
 
 
 def taken_by(key: str) -> str:
@@ -497,6 +497,10 @@ def _option_schema(group: str, name: str) -> type:
 
 def _field_names(schema: type) -> list[str]:
     return [item.name for item in dataclasses.fields(schema)]
+
+
+def _not_a_setting(key: str, option: str, schema: type) -> str:
+    return f"{key} is not a setting of {option} (its settings: {', '.join(_field_names(schema))})"
 
 
 def _problems(node: DictConfig, prefix: str) -> Iterator[str]:
@@ -532,7 +536,7 @@ def _unknown(node: DictConfig, name: str, schema: type) -> Iterator[str]:
     if "." not in key and key in siblings:
         log.info("%s is not a setting of %s: ignored", name, option)
         return
-    yield f"{name} is not a setting of {option} (its settings: {', '.join(_field_names(schema))})"
+    yield _not_a_setting(name, option, schema)
 
 
 def _out_of_range(item: Any, metadata: Any) -> str | None:
