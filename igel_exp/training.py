@@ -12,6 +12,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -211,35 +212,37 @@ class SkipGramTrainer:
         numpy arrays or tensors (drawn on the device); `walks_per_epoch`, when known, sizes the progress bar."""
         keep_freed_memory()
         model.to(self.device).train()
-        if self.batching == "buckets":  # pairs of nodes scored as pairs of their feature rows
-            scored, rows = model.by_distinct_rows() if isinstance(model, IGELEmbedding) else (model, None)
-            step = _SkipGramStep(self, scored)
-            batches, take = functools.partial(self._buckets, rows=rows), step.pair_batch
-        else:
-            step = _SkipGramStep(self, model)
-            batches, take = self._batches, step
-        rng = np.random.default_rng(self.seed)
-        history = []
-        for epoch in range(1, self.epochs + 1):
-            step.start_epoch()
-            bar = tqdm(
-                desc=f"epoch {epoch}/{self.epochs}", total=walks_per_epoch, unit="walk", disable=not self.progress
-            )
-            shown = time.monotonic()
-            for batch, walks in batches(epoch_walks(rng), model.n_nodes, rng):
-                take(*batch)
-                bar.update(walks)
-                if self.progress and time.monotonic() - shown > 1.0:  # a host read once a second, not per step
-                    bar.set_postfix(loss=f"{step.mean_loss():.4f}", refresh=False)
-                    shown = time.monotonic()
-            bar.close()
-            loss, pairs = step.mean_loss(), step.pairs()
-            if pairs == 0:
-                raise ConfigError("the walks produced no skip-gram pairs: the graph has no edges")
-            history.append(loss)
-            log.info("epoch %d/%d: loss %.5f over %d positive pairs", epoch, self.epochs, loss, pairs)
-            if on_epoch is not None:
-                on_epoch(epoch, {"loss": loss, "positive_pairs": float(pairs)})
+        scored, rows = model, None
+        if self.batching == "buckets" and isinstance(model, IGELEmbedding):  # pairs scored as pairs of feature rows
+            scored, rows = model.by_distinct_rows()
+        history: list[float] = []
+        with scored.over_columns_in_use() if isinstance(scored, IGELEmbedding) else nullcontext(scored) as trained:
+            step = _SkipGramStep(self, trained)
+            if self.batching == "buckets":
+                batches, take = functools.partial(self._buckets, rows=rows), step.pair_batch
+            else:
+                batches, take = self._batches, step
+            rng = np.random.default_rng(self.seed)
+            for epoch in range(1, self.epochs + 1):
+                step.start_epoch()
+                bar = tqdm(
+                    desc=f"epoch {epoch}/{self.epochs}", total=walks_per_epoch, unit="walk", disable=not self.progress
+                )
+                shown = time.monotonic()
+                for batch, walks in batches(epoch_walks(rng), model.n_nodes, rng):
+                    take(*batch)
+                    bar.update(walks)
+                    if self.progress and time.monotonic() - shown > 1.0:  # a host read once a second, not per step
+                        bar.set_postfix(loss=f"{step.mean_loss():.4f}", refresh=False)
+                        shown = time.monotonic()
+                bar.close()
+                loss, pairs = step.mean_loss(), step.pairs()
+                if pairs == 0:
+                    raise ConfigError("the walks produced no skip-gram pairs: the graph has no edges")
+                history.append(loss)
+                log.info("epoch %d/%d: loss %.5f over %d positive pairs", epoch, self.epochs, loss, pairs)
+                if on_epoch is not None:
+                    on_epoch(epoch, {"loss": loss, "positive_pairs": float(pairs)})
         self.affine = step.affine.detach().clone() if self.logit_affine else None  # for the saved model
         self.fallbacks = step.fallbacks()
         model.eval()

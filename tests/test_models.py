@@ -1,6 +1,7 @@
 import shutil
 import subprocess
 import sys
+from contextlib import nullcontext
 from types import SimpleNamespace
 
 import igraph as ig
@@ -440,6 +441,44 @@ def test_distinct_rows_embed_every_node_with_the_same_w(layout, device):
     assert distinct.weight is model.weight and distinct.n_nodes == len(np.unique(dense, axis=0)) == 36
     np.testing.assert_array_equal(dense[np.unique(rows, return_index=True)[1]][rows], dense)  # a node's row is its own
     torch.testing.assert_close(distinct(torch.as_tensor(rows, device=device)), model.all_nodes())
+
+
+@pytest.mark.parametrize("batching", ["walks", "buckets"])
+def test_training_over_the_columns_in_use_leaves_w_as_training_over_all_of_them(layout, device, batching, monkeypatch):
+    """The trainer trains a layer over the columns of X that some node has (IGELEmbedding.over_columns_in_use: 1,904 of
+    Facebook's 9,414) and writes their rows of W back: W must come out bit for bit as training over every column
+    leaves it, the other rows as they were. Only rows of whole vectors of Adam's (d = 16 here, not 30) are dropped."""
+    graph = small_graphs()["miserables"]
+    features = IGELEncoder(2).fit_transform(graph)
+    in_use = np.unique(features.indices[features.data != 0])
+    unused = np.setdiff1d(np.arange(features.shape[1]), in_use)
+    model = IGELEmbedding(features, dim=16)
+    with model.over_columns_in_use() as layer:
+        assert layer is model if layout == "dense" else layer.weight.shape == (len(in_use), 16) and len(unused) > 0
+        if layout != "dense":
+            torch.testing.assert_close(layer.all_nodes(), model.all_nodes(), rtol=0, atol=0)
+    model = IGELEmbedding(features, dim=30)
+    with model.over_columns_in_use() as layer:
+        assert layer is model
+    csr = CSRGraph.from_igraph(graph)
+
+    def trained() -> torch.Tensor:
+        torch.manual_seed(0)
+        model = IGELEmbedding(features, dim=16)
+        with torch.no_grad():
+            model.weight[unused] = 0.5  # rows no node has: no gradient ever moves them
+        trainer = SkipGramTrainer(2, 2000, 0.05, 5, 3, device, seed=1, progress=False, batching=batching)
+        trainer.fit(model, lambda rng: epoch_walks(csr, 2, 20, rng, walks_per_chunk=50))
+        return model.weight.detach()
+
+    over_columns_in_use = trained()
+    monkeypatch.setattr(IGELEmbedding, "over_columns_in_use", lambda self: nullcontext(self))
+    over_every_column = trained()
+    assert torch.equal(over_columns_in_use, over_every_column)
+    assert torch.all(over_columns_in_use[torch.as_tensor(unused)] == 0.5)
+    torch.manual_seed(0)
+    start = IGELEmbedding(features, dim=16).weight.detach()[torch.as_tensor(in_use)]
+    assert not torch.equal(over_columns_in_use[torch.as_tensor(in_use)].cpu(), start)  # trained
 
 
 def test_the_authors_batches_advance_the_progress_bar_by_whole_walks():
