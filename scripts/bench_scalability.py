@@ -1,7 +1,7 @@
 """Benchmark: every stage of experiment=scalability at sizes where a full run would take hours on a small machine.
 
     python scripts/bench_scalability.py [--nodes 65536 262144 1048576] [--distances 1 2 3] [--degree 8]
-                                        [--train-walks 8192] [--threads N] [--timeout 1800]
+                                        [--train-walks 8192] [--threads N] [--timeout 1800] [OVERRIDE ...]
 
 Each (|V|, α) runs in a fresh process through the pipeline's own code (generate, encode, train_unsupervised),
 with the paper's scalability settings, except that training sees only the first --train-walks walks of one
@@ -9,6 +9,8 @@ epoch: its throughput (positive pairs per second of train time) projects the 3 e
 epoch of walks is drawn besides, untrained, to time that stage. Printed per point: wall and CPU time and peak
 resident memory of every stage, the throughput, the projected full run and which stage dominates it; a point
 that fails or passes --timeout prints why. CPU time beside wall time shows waiting for a busy machine's CPUs.
+OVERRIDEs apply to every point, as igel-run's would: `trainer.compile=true` times the compiled step (its slice
+includes the compilation, 7-11 s the first time on a machine, then a few seconds from Inductor's disk cache).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 ORDER = ["generate", "encode", "walks", "train"]
 
 
-def measure(nodes: int, distance: int, degree: float, train_walks: int, threads: int | None) -> dict:
+def measure(nodes: int, distance: int, degree: float, train_walks: int, threads: int | None, extra: list[str]) -> dict:
     import torch
     from hydra import compose, initialize_config_module
 
@@ -40,7 +42,9 @@ def measure(nodes: int, distance: int, degree: float, train_walks: int, threads:
         f"dataset.average_degree={degree}",
         f"encoder.distance={distance}",
         "trainer.epochs=1",
-    ] + ([f"threads={threads}"] if threads else [])
+        *([f"threads={threads}"] if threads else []),
+        *extra,
+    ]
     with initialize_config_module(config_module="igel_exp.conf", version_base="1.3"):
         config = compose(config_name="config", overrides=overrides)
     epochs = 3  # the paper's; the slice below trains one
@@ -127,14 +131,16 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per point before it is stopped")
     parser.add_argument("--threads", type=int, help="CPU threads (default: the experiment's, 1)")
     parser.add_argument("--point", type=str, help=argparse.SUPPRESS)  # internal: measure one point, print JSON
+    parser.add_argument("overrides", nargs="*", help="igel-run overrides for every point, e.g. trainer.compile=true")
     args = parser.parse_args()
     if args.point:
         nodes, distance = map(int, args.point.split(","))
-        print(json.dumps(measure(nodes, distance, args.degree, args.train_walks, args.threads)))
+        print(json.dumps(measure(nodes, distance, args.degree, args.train_walks, args.threads, args.overrides)))
         return
     for nodes, distance in itertools.product(args.nodes, args.distances):
         command = [sys.executable, __file__, "--point", f"{nodes},{distance}", "--degree", str(args.degree)]
         command += ["--train-walks", str(args.train_walks)] + (["--threads", str(args.threads)] if args.threads else [])
+        command += args.overrides
         start = time.perf_counter()
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
