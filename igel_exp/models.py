@@ -489,7 +489,8 @@ class TableNegatives:
 
     def dots(self, walks: torch.Tensor) -> torch.Tensor:
         positions, z = self.rows.shape
-        if self.table.device.type not in self.SAMPLED_PRODUCT_ON:
+        # a sampled product holds at most a row's columns per row: a table of fewer rows than z (a triangle's) gathers
+        if self.table.device.type not in self.SAMPLED_PRODUCT_ON or len(self.table) < z:
             gathered = self.table.index_select(0, self.rows.view(-1)).view(positions, z, -1)
             return torch.bmm(gathered, walks.unsqueeze(-1)).squeeze(-1)
         starts = torch.arange(0, positions * z + 1, z, device=walks.device)

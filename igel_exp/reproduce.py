@@ -56,6 +56,7 @@ from igel_exp.reporting import (
 from igel_exp.tracking import (
     PARENT_RUN_ENV,
     PROCESS_TAG,
+    STORE_ERRORS,
     SWEEP_TAG,
     close_stale_runs,
     job_interrupts,
@@ -431,14 +432,35 @@ def _plans(arguments: argparse.Namespace, tables: list[str], overrides: list[str
     return plans
 
 
+def _check_output(arguments: argparse.Namespace) -> None:
+    """--output, checked before any job runs: a folder, or a place this user cannot write, is one line now, not a table
+    lost after hours of jobs."""
+    output = arguments.output
+    if output is None:
+        return
+    if output.is_dir():
+        raise ConfigError(f"--output {output}: is a folder; give a file")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with output.open("a"):
+            pass
+    except OSError as error:
+        raise ConfigError(f"--output {output}: cannot write it ({error.strerror or error})") from None
+
+
 def _write(tables: list[Table], arguments: argparse.Namespace) -> None:
     fmt = (
         arguments.format or (SUFFIXES.get(arguments.output.suffix.lower()) if arguments.output else None) or "markdown"
     )
     text = render(tables, fmt)
     if arguments.output:
-        arguments.output.parent.mkdir(parents=True, exist_ok=True)
-        arguments.output.write_text(text)
+        try:
+            arguments.output.write_text(text)
+        except OSError as error:  # a full disk: the tables are not lost
+            sys.stdout.write(text)
+            raise ConfigError(
+                f"--output {arguments.output}: cannot write it ({error.strerror or error}); the tables went to stdout"
+            ) from None
         print(f"wrote {len(tables)} tables to {arguments.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
@@ -469,7 +491,7 @@ def _close_stale_runs(uri: str) -> None:
         return
     try:
         close_stale_runs(uri)
-    except (OSError, mlflow.exceptions.MlflowException) as error:
+    except STORE_ERRORS as error:
         log.warning("could not close the stale runs of %s: %s", uri, first_line(error))
 
 
@@ -482,14 +504,17 @@ def report_main(argv: Sequence[str] | None = None) -> int:
     ).parse_intermixed_args(argv)
     tables, overrides = _split(arguments.items)
     errors: list[str] = []
+    uri = _store(arguments, overrides)
     try:
-        uri = _store(arguments, overrides)
+        _check_output(arguments)
         plans = _plans(arguments, tables or ["all"], overrides, errors)
         _close_stale_runs(uri)
         runs = _RunCache(uri)
         _write([build_table(plan, runs(plan)) for plan in plans], arguments)
     except IgelError as error:
         errors.append(first_line(error))
+    except STORE_ERRORS as error:
+        errors.append(f"cannot read the MLflow store {uri} ({first_line(error)})")
     return _fail("igel-report", errors)
 
 
@@ -508,8 +533,9 @@ def reproduce_main(argv: Sequence[str] | None = None) -> int:
         return 2
     launch, overrides = _launcher_overrides(overrides)
     errors: list[str] = []
+    uri = _store(arguments, overrides)
     try:
-        uri = _store(arguments, overrides)
+        _check_output(arguments)
         plans = _plans(arguments, tables, overrides, errors)
         if arguments.dry_run:
             if plans:
@@ -532,6 +558,8 @@ def reproduce_main(argv: Sequence[str] | None = None) -> int:
         _write([build_table(plan, runs(plan), outcomes[plan.name].notes()) for plan in plans], arguments)
     except IgelError as error:
         errors.append(first_line(error))
+    except STORE_ERRORS as error:
+        errors.append(f"cannot read the MLflow store {uri} ({first_line(error)})")
     return _fail("igel-reproduce", errors)
 
 

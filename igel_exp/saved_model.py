@@ -20,6 +20,7 @@ A reader refuses any other version rather than guess; a change of meaning gets a
 from __future__ import annotations
 
 import json
+import pickle
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,7 +176,7 @@ class IGELModel:
             if state["weight"].shape[1:] != (manifest["dim"],):
                 raise ValueError(f"W is {tuple(state['weight'].shape)} but dim is {manifest['dim']}")
             return cls(encoder, state["weight"], state.get("affine"), manifest["trained_on"], manifest["config"])
-        except (OSError, KeyError, TypeError, ValueError, RuntimeError) as error:
+        except (OSError, KeyError, TypeError, ValueError, RuntimeError, EOFError, pickle.UnpicklingError) as error:
             raise ModelError(f"{folder}: a malformed IGEL model ({type(error).__name__}: {error})") from None
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -245,8 +246,10 @@ class IGELEncoder(Encoder):
 
 @dataclass
 class Node2VecEncoder(Encoder):
-    return_p: float = above(0)
-    inout_q: float = above(0)
+    # the walks' rejection sampler keeps a step with probability as low as min(p, 1/p, q, 1/q): beyond these a walk
+    # at a node of degree 1 waits ~p draws to step back (node2vec's grids span 0.25-4)
+    return_p: float = between(0.01, 100, closed_low=True)
+    inout_q: float = between(0.01, 100, closed_low=True)
 
 
 # --- trainer/ ---------------------------------------------------------------------------------------------------
@@ -268,7 +271,7 @@ class SkipGram:
     """The walk and negative-sampling settings: of trainer=skipgram, and of the supervised trainer's pre-training."""
 
     walks_per_node: int = at_least(1)
-    walk_length: int = at_least(1)
+    walk_length: int = at_least(2)  # a shorter walk has no pairs
     window: int = at_least(1)
     negatives: int = at_least(1)
     noise: Noise = value()
@@ -379,7 +382,7 @@ class Config:
     """The top level (conf/config.yaml): run settings, then one field per config group."""
 
     name: str = value()
-    seed: int = at_least(0)
+    seed: int = between(0, 2**32, closed_low=True)  # what numpy's and scikit-learn's generators take
     progress: bool = value()
     threads: Optional[int] = at_least(1)
     protocol: Protocol = value()
@@ -555,11 +558,13 @@ def _out_of_range(item: Any, metadata: Any) -> str | None:
     if "below" in metadata:
         bounds.append(f"< {metadata['below']}")
     inside = (
-        item >= metadata.get("min", item)
+        math.isfinite(item)  # inf passes every bound, then trains to NaN or never ends
+        and item >= metadata.get("min", item)
         and ("above" not in metadata or item > metadata["above"])
         and ("below" not in metadata or item < metadata["below"])
     )
-    return None if inside else f"{'an integer' if isinstance(item, int) else 'a number'} {' and '.join(bounds)}"
+    kind = "an integer" if isinstance(item, int) else "a number" if math.isfinite(item) else "a finite number"
+    return None if inside else f"{kind} {' and '.join(bounds)}"
 
 
 def plain(config: DictConfig) -> DictConfig:

@@ -47,8 +47,12 @@ def resolve_device(name: str = "auto") -> torch.device:
         device = torch.device(name)
     except RuntimeError as error:
         raise ConfigError(f"trainer.device={name!r} is not a torch device ({error})") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"trainer.device={name!r} but CUDA is not available on this machine")
+    backend = getattr(torch, device.type, None)  # torch.cuda, torch.mps, torch.xpu: each says whether it is here
+    if device.type != "cpu" and not (hasattr(backend, "is_available") and backend.is_available()):
+        raise ConfigError(f"trainer.device={name!r} but {device.type} is not available on this machine (or this torch)")
+    count = backend.device_count() if hasattr(backend, "device_count") else None
+    if device.index is not None and count is not None and device.index >= count:
+        raise ConfigError(f"trainer.device={name!r} but this machine has {count} {device.type} devices")
     return device
 
 

@@ -101,6 +101,16 @@ def test_malformed_files_name_the_file_and_line(tmp_path, text, node_ids, messag
     assert "\n" not in str(error.value)
 
 
+def test_a_damaged_gzip_edge_list_is_one_line(tmp_path):
+    lines = "".join(f"{i} {i * 7919 % 100_003}\n" for i in range(20_000))
+    whole = gzip.compress(lines.encode())
+    path = tmp_path / "g.txt.gz"
+    path.write_bytes(whole[: len(whole) // 2])  # cut short, as by an interrupted download
+    with pytest.raises(DataError, match=f"{path}: a damaged gzip file") as error:
+        read_edgelist(path)
+    assert "\n" not in str(error.value)
+
+
 def test_ids_at_the_int64_bounds_are_read(tmp_path):
     graph, _ = read_edgelist(write(tmp_path / "g.txt", "9223372036854775807 -9223372036854775808\n1 x\n"), "token")
     assert graph.vs["name"] == ["9223372036854775807", "-9223372036854775808", "1", "x"]

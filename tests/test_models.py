@@ -354,6 +354,26 @@ def test_device_selection():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="trainer.device"):
             resolve_device("cuda")
+    for name, backend in [("mps", torch.backends.mps), ("xpu:3", torch.xpu)]:  # torch.device takes them; are they here?
+        if not backend.is_available():
+            with pytest.raises(ConfigError, match=f"trainer.device='{name}' but {name[:3]} is not available"):
+                resolve_device(name)
+    with pytest.raises(ConfigError, match="trainer.device='cpu:1' but this machine has 1 cpu devices"):
+        resolve_device("cpu:1")
+
+
+def test_a_graph_of_fewer_nodes_than_negatives_trains(device):
+    """A triangle with 10 negatives a position: the sampled product cannot hold more draws a row than the table has
+    rows, so they are gathered, and score as the table's rows do."""
+    table, walks = torch.randn(3, 8, device=device), torch.randn(4, 8, device=device)
+    rows = torch.randint(3, (4, 10), device=device)
+    expected = (table[rows] * walks.unsqueeze(1)).sum(-1)
+    torch.testing.assert_close(TableNegatives(table, rows).dots(walks), expected)
+    graph = ig.Graph([(0, 1), (1, 2), (2, 0)])
+    model = IGELEmbedding(IGELEncoder(1).fit_transform(graph), dim=4)
+    trainer = SkipGramTrainer(2, 100, 0.05, 10, 2, device, seed=0, progress=False)
+    history = trainer.fit(model, lambda rng: epoch_walks(CSRGraph.from_igraph(graph), 2, 6, rng))
+    assert len(history) == 2 and all(np.isfinite(history))
 
 
 def _train(graph: ig.Graph, seed: int, device: torch.device, batching: str = "walks") -> tuple[np.ndarray, list[float]]:

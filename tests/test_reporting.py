@@ -353,3 +353,15 @@ def test_a_sweep_over_a_protocol_the_experiment_lacks_is_refused_when_planned(ex
     path = experiments_dir("ppi", {"protocol": "faithful,authors", "seed": "0"}, CORRELATIONS, experiment="ppi")
     with pytest.raises(ConfigError, match=r"ppi.yaml with protocol=authors seed=0: protocol=authors is not defined"):
         load_plan(path, "full")
+
+
+def test_an_output_folder_or_a_store_that_is_not_one_is_one_line(correlations, tmp_path, capsys):
+    plan, uri = correlations
+    folder = ["--experiments", str(plan.path.parent)]
+    assert report_main([*folder, "--tracking-uri", uri, "--output", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == f"igel-report: error: --output {tmp_path}: is a folder; give a file\n"
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database, " * 64)
+    assert report_main([*folder, "--tracking-uri", f"sqlite:///{junk}"]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"igel-report: error: cannot read the MLflow store sqlite:///{junk} (")

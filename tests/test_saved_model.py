@@ -157,3 +157,11 @@ def test_another_format_version_is_refused(compose_config, store_uri, tmp_path):
     (folder / MANIFEST).write_text(json.dumps({**manifest, "encoder": {**manifest["encoder"], "n_features": 3}}))
     with pytest.raises(ModelError, match="a malformed IGEL model .*inconsistent encoder settings"):
         IGELModel.load(folder)
+
+
+@pytest.mark.parametrize("weights", [b"", b"not a pickle"], ids=["empty", "text"])
+def test_damaged_weights_are_a_malformed_model_in_one_line(compose_config, store_uri, tmp_path, weights):
+    folder = IGELModel.load(last_run(compose_config(*QUICK))).save(tmp_path / "model")
+    (folder / WEIGHTS).write_bytes(weights)
+    with pytest.raises(ModelError, match=f"{folder}: a malformed IGEL model"):
+        IGELModel.load(folder)

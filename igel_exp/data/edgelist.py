@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,6 +93,8 @@ def read_edgelist(
         columns = read_pairs(path, node_ids)
     except OSError as error:  # unreadable, or gone since it was checked
         raise DataError(f"{path}: cannot read it ({error.strerror or error})") from None
+    except (EOFError, zlib.error) as error:  # gzip.BadGzipFile is an OSError
+        raise DataError(f"{path}: a damaged gzip file ({error})") from None
     ends, names = pd.factorize(pd.Series(np.column_stack(columns).ravel()), sort=False)
     return simple_graph(ends[0::2], ends[1::2], names.tolist(), str(path), parallel_edges)
 
