@@ -381,7 +381,7 @@ class Data:
 class Config:
     """The top level (conf/config.yaml): run settings, then one field per config group."""
 
-    name: str = value()
+    name: str = matching(r".*\S.*", "the non-blank names (it names the MLflow experiment)")
     seed: int = between(0, 2**32, closed_low=True)  # what numpy's and scikit-learn's generators take
     progress: bool = value()
     threads: Optional[int] = at_least(1)

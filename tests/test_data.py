@@ -83,6 +83,7 @@ def edges_list(graph) -> list[tuple[str, str]]:
     "text, node_ids, message",
     [
         ("1 2\n2 x\n", "int", r"g.txt:2: node id 'x' is not an integer"),
+        ("1 2\n1_000 7\n", "int", r"g.txt:2: node id '1_000' is not an integer"),  # which int() reads as 1000
         ("# header\n1 2\n3\n", "int", r"g.txt:3: expected two node ids, found one column"),
         ("a b\nc\n", "token", r"g.txt:2: expected two node ids"),
         ("", "int", r"g.txt: the edge list file is empty"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,6 +177,8 @@ INT64 = np.iinfo(np.int64)
 
 def _as_int(token: str, path: Path, number: int) -> int:
     try:
+        if not re.fullmatch(r"[+-]?[0-9]+", token):  # int() also reads 1_000 and non-ASCII digits
+            raise ValueError(token)
         value = int(token)
     except ValueError:
         raise DataError(
