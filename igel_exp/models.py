@@ -131,8 +131,9 @@ class IGELEmbedding(nn.Module):
         same order (its CSR part keeps each row's entries in order) and the same updates: training it gives the same
         bits."""
         width, dim = self.weight.shape
-        in_use = None if self.dense or dim % ADAM_LANES else self.t_indptr[1:] > self.t_indptr[:-1]
-        if in_use is not None:
+        in_use = None
+        if not self.dense and dim % ADAM_LANES == 0:
+            in_use = self.t_indptr[1:] > self.t_indptr[:-1]  # the columns with entries in the CSR part, and the dense
             in_use[self.hot] = True
         if in_use is None or bool(in_use.all()):
             yield self
