@@ -21,7 +21,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from igel_exp.errors import IgelError
+from igel_exp.errors import FAILED_RUN, IgelError
 from igel_exp.schema import describe, not_taken, override_keys, taken_by
 
 CONFIG_PATH = "pkg://igel_exp.conf"
@@ -38,6 +38,12 @@ def app(config: DictConfig) -> float | None:
     given = override_keys(hydra_config.overrides.task) if hydra_config.mode == RunMode.RUN else []
     metrics = _guarded("igel-run", functools.partial(pipelines.run, given=given), config)
     objective = config.task.get("objective")
+    if objective and objective not in metrics:  # the run is done and stored: say so, fail nothing
+        print(
+            f"igel-run: warning: task.objective={objective} is not a metric of this run, so a sweeper gets none"
+            f" (its metrics: {', '.join(sorted(metrics))})",
+            file=sys.stderr,
+        )
     return metrics.get(objective) if objective else None
 
 
@@ -73,8 +79,9 @@ def _guarded(program: str, work: Callable[[DictConfig], dict], config: DictConfi
     except (IgelError, OmegaConfBaseException) as error:
         # user input problems: one line, no traceback; the MLflow run (if any) is already FAILED
         sys.exit(f"{program}: error: {describe(error)}")
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the run in progress is already FAILED
-        print(f"{program}: interrupted; the run in progress ended FAILED", file=sys.stderr)
+    except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM: the run in progress, if any, is already FAILED
+        ended = getattr(error, FAILED_RUN, None)
+        print(f"{program}: interrupted" + (f"; its run {ended} ended FAILED" if ended else ""), file=sys.stderr)
         sys.exit(130)
 
 
@@ -95,6 +102,9 @@ def one_line_errors(prog: str) -> Iterator[None]:
         sys.exit(f"{prog}: error: {describe(error)}")
     except OSError as error:  # Hydra's own files: outputs/ in a folder this user cannot write
         sys.exit(f"{prog}: error: {error.filename}: {error.strerror} (hydra.run.dir sets where Hydra writes)")
+    except KeyboardInterrupt:  # before a run started (torch's import) or between a sweep's jobs: nothing to end
+        print(f"{prog}: interrupted", file=sys.stderr)
+        sys.exit(130)
     finally:
         os.environ.pop("HYDRA_FULL_ERROR", None)
 

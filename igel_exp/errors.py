@@ -29,3 +29,8 @@ def first_line(error: BaseException | str) -> str:
     """An error's first non-blank line, for one-line messages (its type's name when it has none)."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     return lines[0] if lines else type(error).__name__
+
+
+# the attribute an exception carries once it has ended an MLflow run FAILED (tracking.tracked_run): the run's id, which
+# the CLI's line for an interrupt names (an interrupt before any run started has none)
+FAILED_RUN = "igel_failed_run"

@@ -40,6 +40,7 @@ NOT_IDENTITY = (
     "task.memory_samples",  # ego graphs sampled for the memory estimates: the estimates only
     "task.isolate",  # whether a scalability run gets a fresh process: how it is executed, not what it measures
     "trainer.cuda_graphs",  # whether a GPU replays captured steps: the same kernels either way
+    "trainer.compile",  # whether the CPU runs the step as fused C++: timings and the last bits, as threads do
 )
 # key → the value it had in effect before the key existed; at that value it is not part of the identity, so that the
 # runs recorded before the key existed keep theirs
@@ -57,7 +58,6 @@ ADDED_DEFAULTS = {
     "trainer.batch_scale": 1,
     "trainer.precision": "float32",
     "trainer.batching": "walks",
-    "trainer.compile": False,
 }
 HASH_LENGTH = 16  # hex digits: 64 bits, no collision in any store of realistic size
 

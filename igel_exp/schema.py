@@ -77,6 +77,12 @@ def number(low: float) -> Any:
     return field(default=MISSING, metadata={"number": True, "min": low})
 
 
+def one_of(*choices: Any) -> Any:
+    """A field typed Any that takes one of `choices`, each of its own type (true, false and "auto": a YAML bool or a
+    string, which no Enum of OmegaConf holds)."""
+    return field(default=MISSING, metadata={"one_of": choices})
+
+
 def value() -> Any:
     """A field without a range; its value comes from the YAML file."""
     return field(default=MISSING)
@@ -285,7 +291,7 @@ class SkipGramTrainer(SkipGram, Trainer):
     precision: Precision = value()
     batching: Batching = value()
     cuda_graphs: bool = value()
-    compile: bool = value()
+    compile: Any = one_of(False, True, "auto")
 
 
 @dataclass
@@ -546,6 +552,9 @@ def _out_of_range(item: Any, metadata: Any) -> str | None:
     """What the value should have been, or None when it is in range."""
     if metadata.get("number") and (isinstance(item, bool) or not isinstance(item, int | float)):
         return f"a number ≥ {metadata['min']}"
+    if "one_of" in metadata:
+        taken = any(type(item) is type(choice) and item == choice for choice in metadata["one_of"])
+        return None if taken else f"one of {', '.join(_shown(choice) for choice in metadata['one_of'])}"
     if "pattern" in metadata:
         return None if re.fullmatch(metadata["pattern"], str(item)) else f"one of {metadata['meaning']}"
     if not {"min", "above", "below"} & set(metadata):
@@ -565,6 +574,11 @@ def _out_of_range(item: Any, metadata: Any) -> str | None:
     )
     kind = "an integer" if isinstance(item, int) else "a number" if math.isfinite(item) else "a finite number"
     return None if inside else f"{kind} {' and '.join(bounds)}"
+
+
+def _shown(choice: Any) -> str:
+    """A choice as a YAML file or the command line write it."""
+    return str(choice).lower() if isinstance(choice, bool) else str(choice)
 
 
 def plain(config: DictConfig) -> DictConfig:

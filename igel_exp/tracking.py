@@ -8,6 +8,7 @@ $MLFLOW_TRACKING_URI point elsewhere.
 from __future__ import annotations
 
 import atexit
+import errno
 import logging
 import multiprocessing
 import os
@@ -33,7 +34,7 @@ from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig, OmegaConf
 from sqlalchemy.exc import SQLAlchemyError
 
-from igel_exp.errors import StoreError, first_line
+from igel_exp.errors import FAILED_RUN, StoreError, first_line
 from igel_exp.identity import HASH_TAG, config_hash
 
 try:
@@ -130,8 +131,10 @@ def use_store(uri: str) -> str:
     an exclusive lock on `<db>.lock` beside it.
     """
     mlflow.set_tracking_uri(uri)
-    if uri.startswith("sqlite:///") and fcntl is not None:
-        database = Path(uri.removeprefix("sqlite:///"))
+    database = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+    if database is not None and database.is_dir():  # MLflow would retry its connection for two minutes
+        raise IsADirectoryError(errno.EISDIR, "a folder, not a database file", str(database))
+    if database is not None and fcntl is not None:
         database.parent.mkdir(parents=True, exist_ok=True)
         with open(f"{database}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -163,12 +166,13 @@ def open_experiment(uri: str, name: str) -> Experiment:
         if location.scheme in ("", "file"):
             Path(location.path).mkdir(parents=True, exist_ok=True)
             _probe_write(Path(location.path))
-    except STORE_ERRORS as error:
-        reason = f"{error.strerror}: {error.filename}" if isinstance(error, OSError) else first_line(error)
+    except OSError as error:
         raise StoreError(
-            f"cannot write the MLflow store {uri} ({reason}): point tracking.uri or $MLFLOW_TRACKING_URI at a"
-            " writable place"
+            f"cannot write the MLflow store {uri} ({error.strerror}: {error.filename}): point tracking.uri or"
+            " $MLFLOW_TRACKING_URI at a writable place"
         ) from error
+    except STORE_ERRORS as error:  # MLflow's own refusal (a scheme it lacks, a file store it no longer writes)
+        raise StoreError(f"cannot open the MLflow store {uri}: {first_line(error)}") from error
     return experiment
 
 
@@ -331,10 +335,12 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
             mlflow.log_text(OmegaConf.to_yaml(resolved), "config.yaml")
         yield RunLogger(run)
     except BaseException as error:
-        if mlflow.active_run() is not None:
+        active = mlflow.active_run()
+        if active is not None:
             with store_call():
                 mlflow.set_tag("error", f"{type(error).__name__}: {error}"[:5000])
                 mlflow.end_run(RunStatus.to_string(RunStatus.FAILED))
+            setattr(error, FAILED_RUN, active.info.run_id)
         raise
     with store_call():
         mlflow.end_run()

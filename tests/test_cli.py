@@ -14,7 +14,7 @@ import pytest
 from hydra.errors import ConfigCompositionException
 
 from igel_exp import pipelines
-from igel_exp.cli import main
+from igel_exp.cli import main, one_line_errors
 from igel_exp.errors import ConfigError
 from igel_exp.tracking import use_store
 
@@ -161,6 +161,14 @@ def test_default_run_end_to_end(tmp_path):
     assert embeddings.shape == (154, 8)
 
 
+def test_an_objective_that_no_metric_has_is_a_warning_after_the_stored_run(tmp_path):
+    result = igel_run(*QUICK, "task.objective=modularty", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    warning = "igel-run: warning: task.objective=modularty is not a metric of this run, so a sweeper gets none"
+    assert f"{warning} (its metrics: " in result.stderr and "modularity," in result.stderr
+    assert list(runs(tmp_path).status) == ["FINISHED"]
+
+
 def test_same_seed_same_embeddings_and_metrics(compose_config, tracking_uri, tmp_path):
     first = pipelines.run(compose_config(*QUICK, "seed=7"))
     second = pipelines.run(compose_config(*QUICK, "seed=7"))
@@ -224,6 +232,15 @@ def test_interrupts_end_the_runs_in_progress_failed(tmp_path, mode, stop):
     assert list(tracked.status) == ["FAILED"] * (jobs + ("-m" in mode)), output[-5000:]
     jobs_errors = tracked["tags.error"].dropna()
     assert len(jobs_errors) == jobs and all(jobs_errors.str.startswith("KeyboardInterrupt"))
+
+
+def test_an_interrupt_before_any_run_is_one_line(capsys):
+    """Ctrl-C while torch loads, or between a sweep's jobs: no traceback, no run named (there is none to end)."""
+    with pytest.raises(SystemExit) as exit_:
+        with one_line_errors("igel-run"):
+            raise KeyboardInterrupt
+    assert exit_.value.code == 130
+    assert capsys.readouterr().err == "igel-run: interrupted\n"
 
 
 @pytest.mark.slow

@@ -25,10 +25,12 @@ from igel_exp.models import (
     walk_skipgram_gradients,
 )
 from igel_exp.training import (
+    COMPILE_FROM_STEPS,
     CompiledStep,
     SkipGramTrainer,
     _SkipGramStep,
     batch_scale_for,
+    compiles,
     resolve_device,
     seed_everything,
 )
@@ -551,6 +553,20 @@ def test_a_batch_holds_whole_walks_worth_batch_size_pairs():
     # a walk of 150 nodes holds 2 (142 + ... + 149) = 2328 positive pairs, 23,280 training pairs with negatives
     assert trainer.walks_per_batch(150) == 11
     assert trainer.walks_per_batch(2) == 250_000 // 20
+
+
+def test_compile_auto_compiles_a_long_run_on_a_cpu_with_a_compiler(monkeypatch, tmp_path):
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert compiles(True, 10, cpu) and not compiles(False, 10**6, cpu)  # as set, whatever the run
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    assert not compiles("auto", 10**6, cpu)  # a machine without a C++ compiler runs eagerly
+    compiler = tmp_path / "c++"
+    compiler.write_text("#!/bin/sh\n")
+    compiler.chmod(0o755)
+    monkeypatch.setenv("CXX", str(compiler))
+    assert compiles("auto", COMPILE_FROM_STEPS, cpu)
+    assert not compiles("auto", COMPILE_FROM_STEPS - 1, cpu)  # compiling would cost more than it saves
+    assert not compiles("auto", 10**6, cuda)  # a GPU replays its steps from CUDA graphs instead
 
 
 def test_free_embedding_is_a_lookup():

@@ -194,12 +194,12 @@ def test_an_interrupted_isolated_job_ends_its_run_failed_and_leaves_no_process(s
         stop(process)
         output = "".join(lines) + process.communicate(timeout=90)[0]
         assert process.returncode == 130, output[-5000:]
-        assert output.strip().splitlines()[-1] == "igel-run: interrupted; the run in progress ended FAILED"
         assert wait_for_no_process(process.pid, timeout_s=0) == []
     finally:
         for pid in live_processes(process.pid):
             os.kill(pid, signal.SIGKILL)
     [run] = runs(tmp_path).itertuples()
+    assert output.strip().splitlines()[-1] == f"igel-run: interrupted; its run {run.run_id} ended FAILED"
     assert run.status == "FAILED"
     tags = mlflow.get_run(run.run_id).data.tags
     assert (

@@ -91,6 +91,8 @@ def test_a_wrong_type_or_choice_fails_while_composing_in_one_line(compose_config
         (["experiment=scalability", "dataset.average_degree=inf"], "dataset.average_degree=inf: expected a finite"),
         (["encoder=node2vec", "encoder.return_p=1e4"], "encoder.return_p=10000.0: expected a number ≥ 0.01 and < 100"),
         (["trainer.walk_length=1"], "trainer.walk_length=1: expected an integer ≥ 2"),
+        (["trainer.compile=1"], "trainer.compile=1: expected one of false, true, auto"),
+        (["trainer.compile=yes"], "trainer.compile=yes: expected one of false, true, auto"),
         (["name="], "name=: expected one of the non-blank names"),
         (["seed=4294967296"], "seed=4294967296: expected an integer ≥ 0 and < 4294967296"),
         (["trainer.device=tpu"], "trainer.device=tpu: expected one of auto, cpu, mps, cuda, cuda:N, xpu or xpu:N"),

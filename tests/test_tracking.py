@@ -11,11 +11,13 @@ import mlflow
 import pytest
 from omegaconf import OmegaConf
 
+from igel_exp.errors import StoreError
 from igel_exp.tracking import (
     PROCESS_TAG,
     STALE_TAG,
     SWEEP_TAG,
     flatten,
+    open_experiment,
     process_gone,
     process_identity,
     running_jobs,
@@ -225,3 +227,13 @@ def test_a_store_in_a_read_only_folder_fails_in_one_line_and_gets_no_run(tmp_pat
     assert lines[0].endswith("): point tracking.uri or $MLFLOW_TRACKING_URI at a writable place")
     client = mlflow.MlflowClient(used)
     assert client.search_runs([experiment.experiment_id for experiment in client.search_experiments()]) == []
+
+
+def test_a_store_that_is_no_store_fails_at_once_in_one_line(tmp_path):
+    """A sqlite URI naming a folder (MLflow retried it for two minutes) and a store MLflow refuses to open (a plain
+    path is its file store, which it no longer writes): one line each, naming the store, and no run."""
+    with pytest.raises(StoreError, match=rf"^cannot write the MLflow store sqlite:///{tmp_path} \(a folder, not a"):
+        open_experiment(f"sqlite:///{tmp_path}", "toy")
+    with pytest.raises(StoreError, match=rf"^cannot open the MLflow store {tmp_path / 'runs'}: \S") as error:
+        open_experiment(str(tmp_path / "runs"), "toy")
+    assert "\n" not in str(error.value) and "writable place" not in str(error.value)

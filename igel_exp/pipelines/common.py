@@ -19,7 +19,7 @@ from igel_exp.models import FreeEmbedding, IGELEmbedding, distance_scaled_weight
 from igel_exp.pipelines import data_context
 from igel_exp.saved_model import IGELModel
 from igel_exp.tracking import RunLogger
-from igel_exp.training import SkipGramTrainer, batch_scale_for, resolve_device
+from igel_exp.training import SkipGramTrainer, batch_scale_for, compiles, resolve_device
 from igel_exp.walks import CSRGraph, DeviceWalker, epoch_walks
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,8 @@ def train_unsupervised(
     logger.tags({"device": device})
     neighbours = CSRGraph.from_igraph(graph)
     trainer = skipgram_trainer(trainer_config, neighbours, device, config.seed, config.progress)
-    logger.metrics({"batch_scale_used": trainer.batch_size // trainer_config.batch_size})
+    scale = trainer.batch_size // trainer_config.batch_size
+    logger.metrics({"batch_scale_used": scale, "compiled": float(trainer.compiled)})
 
     walker = DeviceWalker(neighbours, device, config.seed) if device.type != "cpu" else None
     walk_settings = dict(
@@ -210,9 +211,10 @@ def skipgram_trainer(
     settings: DictConfig, graph: CSRGraph, device: torch.device, seed: int, progress: bool
 ) -> SkipGramTrainer:
     """The skip-gram trainer a trainer section describes (`trainer`, or PPI's `trainer.pretrain`) on `graph`; a
-    `batch_scale` above 1 is capped where the run would take too few steps (training.batch_scale_for)."""
+    `batch_scale` above 1 is capped where the run would take too few steps (training.batch_scale_for), and
+    `compile=auto` compiles the step where the run takes enough of them (training.compiles)."""
 
-    def trainer(batch_scale: int) -> SkipGramTrainer:
+    def trainer(batch_scale: int = 1, compiled: bool = False) -> SkipGramTrainer:
         return SkipGramTrainer(
             epochs=settings.epochs,
             batch_size=settings.batch_size,
@@ -228,18 +230,20 @@ def skipgram_trainer(
             batch_scale=batch_scale,
             cuda_graphs=settings.get("cuda_graphs", True),
             batching=settings.get("batching", "walks"),
-            compiled=settings.get("compile", False),
+            compiled=compiled,
         )
 
-    authors = trainer(1)
-    most = settings.get("batch_scale", 1)
-    if most == 1:
-        return authors
-    per_batch = authors.walks_per_batch(settings.walk_length)
+    per_batch = trainer().walks_per_batch(settings.walk_length)  # at the authors' batches
     steps = settings.epochs * -(-graph.n_nodes * settings.walks_per_node // per_batch)
+    most = settings.get("batch_scale", 1)
     scale = batch_scale_for(most, steps)
-    log.info("trainer.batch_scale=%d: batches %d times larger (%d steps at the authors' batches)", most, scale, steps)
-    return trainer(scale)
+    if most > 1:
+        log.info("trainer.batch_scale=%d: batches %d times larger (%d steps at the authors')", most, scale, steps)
+    steps //= scale
+    compiled = compiles(settings.get("compile", False), steps, device)
+    if settings.get("compile") == "auto":
+        log.info("trainer.compile=auto: the step %s compiled (%d steps)", "is" if compiled else "is not", steps)
+    return trainer(scale, compiled)
 
 
 def noise_distribution(graph: CSRGraph, kind: str) -> np.ndarray | None:

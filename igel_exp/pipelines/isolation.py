@@ -29,7 +29,7 @@ from mlflow.entities import RunStatus
 from omegaconf import DictConfig, OmegaConf
 
 from igel_exp import errors
-from igel_exp.errors import IgelError
+from igel_exp.errors import FAILED_RUN, IgelError
 from igel_exp.tracking import sigterm_interrupts, store_call, tracking_uri, watch_parent
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,8 @@ def run_isolated(config: DictConfig, hint: str = "") -> dict[str, float]:
             code = process.wait()
         except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM: stop the child, then stop
             _stop(process, config, folder, f"KeyboardInterrupt: {interrupt}")
+            if run_id := _run_id(folder):
+                setattr(interrupt, FAILED_RUN, run_id)
             raise
         if code == 0:
             return json.loads((folder / "metrics.json").read_text())
@@ -105,7 +107,7 @@ def _stop(process: subprocess.Popen, config: DictConfig, folder: Path, reason: s
 @store_call()
 def _close_failed(config: DictConfig, folder: Path, message: str) -> None:
     """Mark the child's run FAILED, with the reason as its `error` tag, if it has one that is still RUNNING."""
-    run_id = (folder / "run_id").read_text() if (folder / "run_id").exists() else None
+    run_id = _run_id(folder)
     if not run_id:
         return
     client = mlflow.MlflowClient(tracking_uri(config.get("tracking", {}).get("uri")))
@@ -113,6 +115,11 @@ def _close_failed(config: DictConfig, folder: Path, message: str) -> None:
         return
     client.set_tag(run_id, "error", message[:5000])
     client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+
+
+def _run_id(folder: Path) -> str | None:
+    """The id of the child's MLflow run, once it has one."""
+    return (folder / "run_id").read_text() if (folder / "run_id").exists() else None
 
 
 def child_main(folder: str) -> int:
