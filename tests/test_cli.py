@@ -15,7 +15,7 @@ from hydra.errors import ConfigCompositionException
 
 from igel_exp import pipelines
 from igel_exp.cli import main, one_line_errors
-from igel_exp.errors import ConfigError
+from igel_exp.errors import BudgetError, ConfigError
 from igel_exp.tracking import use_store
 
 from conftest import REPO, live_processes, start_training, wait_for_no_process
@@ -167,6 +167,13 @@ def test_an_objective_that_no_metric_has_is_a_warning_after_the_stored_run(tmp_p
     warning = "igel-run: warning: task.objective=modularty is not a metric of this run, so a sweeper gets none"
     assert f"{warning} (its metrics: " in result.stderr and "modularity," in result.stderr
     assert list(runs(tmp_path).status) == ["FINISHED"]
+
+
+def test_an_allocation_the_machine_cannot_make_is_one_line_and_a_failed_run(compose_config, tracking_uri, tmp_path):
+    """trainer.dim=2^44: W alone would take petabytes (no overcommit maps that); a traceback of torch's allocator."""
+    with pytest.raises(BudgetError, match=r"^out of memory \([0-9,.]+ GB could not be allocated\): a smaller trainer"):
+        pipelines.run(compose_config(*QUICK, f"trainer.dim={2**44}"))
+    assert list(runs(tmp_path).status) == ["FAILED"]
 
 
 def test_same_seed_same_embeddings_and_metrics(compose_config, tracking_uri, tmp_path):

@@ -234,6 +234,12 @@ def test_data_root_from_config_env_or_cache(tmp_path, monkeypatch):
     monkeypatch.delenv("IGEL_DATA_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     assert resolve_data_root(None) == tmp_path / "cache" / "igel-exp"
+    (tmp_path / "file").touch()
+    with pytest.raises(ConfigError, match=rf"^data.root {tmp_path / 'file'} is a file; the data root is a folder"):
+        resolve_data_root(str(tmp_path / "file"))
+    monkeypatch.setenv("IGEL_DATA_DIR", str(tmp_path / "file"))
+    with pytest.raises(ConfigError, match=r"^\$IGEL_DATA_DIR \(data.root's default\) .* is a file"):
+        resolve_data_root(str(tmp_path / "file"))  # as the config's ${oc.env:IGEL_DATA_DIR} passes it
 
 
 @pytest.mark.data

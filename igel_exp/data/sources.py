@@ -12,7 +12,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from igel_exp.errors import DataError
+from igel_exp.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,15 @@ def default_data_root() -> Path:
 
 
 def resolve_data_root(root: str | os.PathLike | None) -> Path:
-    """The configured `data.root`, else the default, made absolute."""
-    return Path(root).expanduser().resolve() if root else default_data_root().expanduser().resolve()
+    """The configured `data.root`, else the default, made absolute; a file there is refused, naming what set it."""
+    resolved = Path(root).expanduser().resolve() if root else default_data_root().expanduser().resolve()
+    if resolved.is_file():
+        source = "data.root" if root else "the cache folder"
+        env = os.environ.get(DATA_DIR_ENV)
+        if env and Path(env).expanduser().resolve() == resolved:
+            source = f"${DATA_DIR_ENV} (data.root's default)"
+        raise ConfigError(f"{source} {resolved} is a file; the data root is a folder (of Facebook/, PPI/, …)")
+    return resolved
 
 
 def is_gzip(path: Path) -> bool:

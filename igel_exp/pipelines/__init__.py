@@ -7,6 +7,7 @@ registers itself under its `task.name`, with the checks it needs beyond the sche
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable
 
 import torch
@@ -15,7 +16,7 @@ from omegaconf import DictConfig
 
 from igel_exp import schema
 from igel_exp.data import DataContext, check_dataset, resolve_data_root
-from igel_exp.errors import ConfigError
+from igel_exp.errors import BudgetError, ConfigError, IgelError, first_line
 from igel_exp.protocol import check_protocol
 from igel_exp.training import resolve_device, seed_everything
 
@@ -79,7 +80,25 @@ def run(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
     seed_everything(config.seed, config.trainer.get("deterministic", True))
     if config.get("threads"):
         torch.set_num_threads(int(config.threads))
-    return PIPELINES[config.task.name](config)
+    try:
+        return PIPELINES[config.task.name](config)
+    except (MemoryError, RuntimeError) as error:  # torch's CPU allocator raises RuntimeError, CUDA's a subclass
+        if isinstance(error, IgelError) or not out_of_memory(error):
+            raise
+        raise BudgetError(
+            f"out of memory ({out_of_memory(error)}): a smaller trainer.dim, trainer.batch_size or graph needs less"
+        ) from None
+
+
+def out_of_memory(error: BaseException) -> str | None:
+    """What an allocation that failed asked for (`29.6 GB`, or its error's first line); None for any other error."""
+    text = first_line(error)
+    asked = re.search(r"tried to allocate (\d+) bytes", text)  # torch's CPU allocator
+    if asked:
+        return f"{int(asked.group(1)) / 1e9:,.1f} GB could not be allocated"
+    if isinstance(error, MemoryError | torch.OutOfMemoryError) or "out of memory" in text.lower():
+        return text
+    return None
 
 
 @check_before("clustering", "link_prediction", "scalability", "sister_cities")
