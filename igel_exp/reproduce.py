@@ -495,6 +495,17 @@ def _close_stale_runs(uri: str) -> None:
         log.warning("could not close the stale runs of %s: %s", uri, first_line(error))
 
 
+@contextmanager
+def _collected(errors: list[str], uri: str) -> Iterator[None]:
+    """The block's user-input and store errors as one line each in `errors`, which the command ends with (exit 1)."""
+    try:
+        yield
+    except IgelError as error:
+        errors.append(first_line(error))
+    except STORE_ERRORS as error:
+        errors.append(f"cannot read the MLflow store {uri} ({first_line(error)})")
+
+
 def report_main(argv: Sequence[str] | None = None) -> int:
     """igel-report: the paper's tables from the runs in an MLflow store."""
     arguments = _parser(
@@ -505,16 +516,12 @@ def report_main(argv: Sequence[str] | None = None) -> int:
     tables, overrides = _split(arguments.items)
     errors: list[str] = []
     uri = _store(arguments, overrides)
-    try:
+    with _collected(errors, uri):
         _check_output(arguments)
         plans = _plans(arguments, tables or ["all"], overrides, errors)
         _close_stale_runs(uri)
         runs = _RunCache(uri)
         _write([build_table(plan, runs(plan)) for plan in plans], arguments)
-    except IgelError as error:
-        errors.append(first_line(error))
-    except STORE_ERRORS as error:
-        errors.append(f"cannot read the MLflow store {uri} ({first_line(error)})")
     return _fail("igel-report", errors)
 
 
@@ -534,7 +541,7 @@ def reproduce_main(argv: Sequence[str] | None = None) -> int:
     launch, overrides = _launcher_overrides(overrides)
     errors: list[str] = []
     uri = _store(arguments, overrides)
-    try:
+    with _collected(errors, uri):
         _check_output(arguments)
         plans = _plans(arguments, tables, overrides, errors)
         if arguments.dry_run:
@@ -556,10 +563,6 @@ def reproduce_main(argv: Sequence[str] | None = None) -> int:
                 print(f"igel-reproduce: {name}: data missing: {message}", file=sys.stderr)
         runs = _RunCache(uri)  # read after the jobs: they added runs
         _write([build_table(plan, runs(plan), outcomes[plan.name].notes()) for plan in plans], arguments)
-    except IgelError as error:
-        errors.append(first_line(error))
-    except STORE_ERRORS as error:
-        errors.append(f"cannot read the MLflow store {uri} ({first_line(error)})")
     return _fail("igel-reproduce", errors)
 
 

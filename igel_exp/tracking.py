@@ -8,12 +8,14 @@ $MLFLOW_TRACKING_URI point elsewhere.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import logging
 import multiprocessing
 import os
 import signal
 import socket
+import sqlite3
 import sys
 import tempfile
 import threading
@@ -131,9 +133,13 @@ def use_store(uri: str) -> str:
     an exclusive lock on `<db>.lock` beside it.
     """
     mlflow.set_tracking_uri(uri)
+    if uri.startswith(("http://", "https://")):
+        _probe_server(uri)
     database = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
     if database is not None and database.is_dir():  # MLflow would retry its connection for two minutes
         raise IsADirectoryError(errno.EISDIR, "a folder, not a database file", str(database))
+    if database is not None and database.is_file():
+        _refuse_foreign_database(database)
     if database is not None and fcntl is not None:
         database.parent.mkdir(parents=True, exist_ok=True)
         with open(f"{database}.lock", "w") as lock:
@@ -147,6 +153,34 @@ def use_store(uri: str) -> str:
 
 
 STORE_ERRORS = (OSError, MlflowException, SQLAlchemyError)
+SERVER_PROBE_S = 10  # seconds to connect to a tracking server before saying it cannot be reached
+
+
+def _probe_server(uri: str) -> None:
+    """Raise StoreError unless a tracking server's host accepts a connection: MLflow retries an absent server for
+    over two minutes before it fails."""
+    server = urlparse(uri)
+    port = server.port or (443 if server.scheme == "https" else 80)
+    try:
+        socket.create_connection((server.hostname or "localhost", port), timeout=SERVER_PROBE_S).close()
+    except OSError as error:
+        reason = error.strerror or str(error) or type(error).__name__
+        raise StoreError(f"cannot reach the MLflow server {uri} ({reason}): start it, or set tracking.uri") from None
+
+
+def _refuse_foreign_database(database: Path) -> None:
+    """Raise StoreError where a sqlite file holds tables but not MLflow's: MLflow would add its own to it."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as connection:
+            tables = sorted(row[0] for row in connection.execute("select name from sqlite_master where type='table'"))
+    except sqlite3.Error:  # not a sqlite file, or unreadable: MLflow's own error says so
+        return
+    if tables and "alembic_version" not in tables:  # every MLflow store has its migrations' table
+        shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
+        raise StoreError(
+            f"{database} is a sqlite database of something else (tables {shown}; none of MLflow's): point"
+            " tracking.uri at an MLflow store or a new file"
+        )
 
 
 @store_call()
@@ -530,7 +564,12 @@ class SweepCallback(Callback):
     def _end(self, status: int) -> None:
         if self.parent_run_id is None:
             return
-        mlflow.MlflowClient().set_terminated(self.parent_run_id, RunStatus.to_string(status))
+        client = mlflow.MlflowClient()
+        if status == RunStatus.FAILED:  # the process exits before the sweep's end: an interrupt or a failed job
+            client.set_tag(
+                self.parent_run_id, "error", "the sweep stopped before its last job: interrupted, or a job failed"
+            )
+        client.set_terminated(self.parent_run_id, RunStatus.to_string(status))
         os.environ.pop(PARENT_RUN_ENV, None)
         os.environ.pop(LAUNCHER_ENV, None)
         self.parent_run_id = None

@@ -237,8 +237,12 @@ def test_interrupts_end_the_runs_in_progress_failed(tmp_path, mode, stop):
     assert process.returncode == 130 and "interrupted" in output, output[-5000:]
     tracked = runs(tmp_path)
     assert list(tracked.status) == ["FAILED"] * (jobs + ("-m" in mode)), output[-5000:]
-    jobs_errors = tracked["tags.error"].dropna()
+    sweep = tracked.get("tags.igel.sweep")  # on a sweep's parent, its own id
+    parents = tracked["run_id"] == sweep if sweep is not None else tracked["run_id"].isna()
+    jobs_errors = tracked[~parents]["tags.error"].dropna()
     assert len(jobs_errors) == jobs and all(jobs_errors.str.startswith("KeyboardInterrupt"))
+    stopped = "the sweep stopped before its last job: interrupted, or a job failed"
+    assert list(tracked[parents]["tags.error"]) == [stopped] * ("-m" in mode)  # the parent says why it FAILED
 
 
 def test_an_interrupt_before_any_run_is_one_line(capsys):

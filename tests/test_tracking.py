@@ -1,7 +1,10 @@
+import contextlib
 import itertools
 import os
 import shutil
 import signal
+import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -14,6 +17,7 @@ from omegaconf import OmegaConf
 from igel_exp.errors import StoreError
 from igel_exp.tracking import (
     PROCESS_TAG,
+    SERVER_PROBE_S,
     STALE_TAG,
     SWEEP_TAG,
     flatten,
@@ -237,3 +241,23 @@ def test_a_store_that_is_no_store_fails_at_once_in_one_line(tmp_path):
     with pytest.raises(StoreError, match=rf"^cannot open the MLflow store {tmp_path / 'runs'}: \S") as error:
         open_experiment(str(tmp_path / "runs"), "toy")
     assert "\n" not in str(error.value) and "writable place" not in str(error.value)
+
+
+def test_a_server_that_does_not_answer_and_another_programs_database_are_refused_at_once(tmp_path):
+    """An http URI whose server is not there (MLflow retried it for over two minutes), and a sqlite file of another
+    program (MLflow added its tables to it): one line each, the file left as it was."""
+    with socket.socket() as free:  # a port that nothing listens on once it is closed
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(StoreError, match=rf"^cannot reach the MLflow server http://127.0.0.1:{port} \(Connection"):
+        open_experiment(f"http://127.0.0.1:{port}", "toy")
+    assert time.monotonic() - started < SERVER_PROBE_S
+    other = tmp_path / "notes.db"
+    with contextlib.closing(sqlite3.connect(other)) as connection:
+        connection.execute("create table notes (text)")
+        connection.commit()
+    before = other.read_bytes()
+    with pytest.raises(StoreError, match=rf"^{other} is a sqlite database of something else \(tables notes; none of"):
+        open_experiment(f"sqlite:///{other}", "toy")
+    assert other.read_bytes() == before
