@@ -422,11 +422,14 @@ def test_the_authors_batches_are_another_training_and_keep_the_uniform_noise():
 
 
 @pytest.mark.parametrize("distinct", [False, True], ids=["nodes", "distinct rows"])
-@pytest.mark.parametrize("pairs", [5, 60, 6000], ids=["a row per id", "every node's table", "every two rows"])
+@pytest.mark.parametrize(
+    "pairs", [5, 60, 600, 6000], ids=["a row per id", "every node's table", "dots from the Gram", "every two rows"]
+)
 def test_the_authors_step_takes_the_gradient_of_their_mean_binary_cross_entropy(layout, device, pairs, distinct):
     """trainer.batching=buckets: W and the logit's scale and bias get autograd's gradient of the batch's mean binary
-    cross-entropy through e = X W, whether the ids repeat (every node's table, each row's entries summed; with more
-    pairs than the table has pairs of rows, through the matrices of every two rows) or not, and whether the pairs are
+    cross-entropy through e = X W, whether the ids repeat (every node's table, each row's entries summed; with enough
+    pairs the dots from the table's Gram matrix; with more pairs than the table has pairs of rows, the gradient too
+    through the matrices of every two rows) or not, and whether the pairs are
     of nodes or of their distinct feature rows (52 of 77 nodes' rows here), as the trainer scores them."""
     graph = small_graphs()["miserables"]
     features = IGELEncoder(2).fit_transform(graph)
