@@ -9,19 +9,22 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import hydra
+import yaml
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from igel_exp.errors import FAILED_RUN, IgelError
+from igel_exp.errors import FAILED_RUN, IgelError, first_line, yaml_problem
 from igel_exp.schema import describe, not_taken, override_keys, taken_by
 
 CONFIG_PATH = "pkg://igel_exp.conf"
@@ -35,7 +38,8 @@ def app(config: DictConfig) -> float | None:
 
     # a single run's command line must fit the options it picks; a sweep's is checked as a whole (SweepCheck)
     hydra_config = HydraConfig.get()
-    given = override_keys(hydra_config.overrides.task) if hydra_config.mode == RunMode.RUN else []
+    overrides = OmegaConf.to_container(hydra_config.overrides.task, resolve=False)  # ${…} in them: the run's to resolve
+    given = override_keys(overrides) if hydra_config.mode == RunMode.RUN else []
     metrics = _guarded("igel-run", functools.partial(pipelines.run, given=given), config)
     objective = config.task.get("objective")
     if objective and objective not in metrics:  # the run is done and stored: say so, fail nothing
@@ -101,12 +105,27 @@ def one_line_errors(prog: str) -> Iterator[None]:
     except (HydraException, OmegaConfBaseException, IgelError) as error:
         sys.exit(f"{prog}: error: {describe(error)}")
     except OSError as error:  # Hydra's own files: outputs/ in a folder this user cannot write
-        sys.exit(f"{prog}: error: {error.filename}: {error.strerror} (hydra.run.dir sets where Hydra writes)")
+        sys.exit(
+            f"{prog}: error: {error.filename}: {error.strerror} (hydra.run.dir, or hydra.sweep.dir with -m, sets where"
+            " Hydra writes)"
+        )
+    except yaml.YAMLError as error:  # a config file of --config-dir
+        sys.exit(f"{prog}: error: {yaml_problem(error)}")
+    except ValueError as error:  # Hydra's own, for overrides its grammar takes but it cannot apply (`=5`)
+        if not _raised_in_hydra(error):
+            raise
+        sys.exit(f"{prog}: error: {first_line(error)}")
     except KeyboardInterrupt:  # before a run started (torch's import) or between a sweep's jobs: nothing to end
         print(f"{prog}: interrupted", file=sys.stderr)
         sys.exit(130)
     finally:
         os.environ.pop("HYDRA_FULL_ERROR", None)
+
+
+def _raised_in_hydra(error: BaseException) -> bool:
+    """Whether the innermost frame of the error's traceback is Hydra's code."""
+    frames = list(traceback.walk_tb(error.__traceback__))
+    return bool(frames) and "hydra" in Path(frames[-1][0].f_code.co_filename).parts
 
 
 class SweepCheck(Callback):
@@ -125,12 +144,16 @@ class SweepCheck(Callback):
         try:
             given = override_keys(config.hydra.overrides.task)
             unused = set(given)  # the command line's keys that no job's options take
+            jobs = 0
             for overrides, job in sweep_jobs(config):  # composition errors name the job's overrides
+                jobs += 1
                 try:
                     pipelines.check(job)
                 except IgelError as error:
                     sys.exit(f"igel-run: error: the job {shown(overrides)}: {error}")
                 unused &= set(not_taken(job, given))
+            if not jobs:
+                sys.exit("igel-run: error: the sweep has no jobs (a sweep over an empty range or list?)")
             for key in (key for key in given if key in unused):
                 sys.exit(f"igel-run: error: no job of the sweep takes {key}; {taken_by(key)}")
         except (HydraException, OmegaConfBaseException, IgelError) as error:

@@ -25,6 +25,13 @@ class StoreError(IgelError):
     """The MLflow store cannot be opened or written; the message names it."""
 
 
+def yaml_problem(error: BaseException) -> str:
+    """A YAML parser's error in one line: the file and line where it stopped, and what it found there."""
+    mark = getattr(error, "problem_mark", None)
+    where = f"{mark.name}:{mark.line + 1}: " if mark is not None else ""
+    return f"{where}not valid YAML ({getattr(error, 'problem', None) or first_line(error)})"
+
+
 def first_line(error: BaseException | str) -> str:
     """An error's first non-blank line, for one-line messages (its type's name when it has none)."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import mlflow
+import yaml
 from hydra import initialize_config_dir
 from hydra._internal.callbacks import Callbacks
 from hydra.core.global_hydra import GlobalHydra
@@ -38,7 +39,7 @@ from hydra.types import HydraContext, RunMode
 from mlflow.entities import RunStatus
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from igel_exp.errors import ConfigError, DataError, IgelError, first_line
+from igel_exp.errors import ConfigError, DataError, IgelError, first_line, yaml_problem
 from igel_exp.estimate import Estimate, Estimator, duration_text, finished_durations, load_kinds, reuse_key
 from igel_exp.plan import PACKAGED_CONFIGS, PROFILES, Job, Plan, default_experiments_dir, load_plan, table_files
 from igel_exp.reporting import (
@@ -449,6 +450,8 @@ def _check_output(arguments: argparse.Namespace) -> None:
 
 
 def _write(tables: list[Table], arguments: argparse.Namespace) -> None:
+    if not tables:  # every table named had an error, which the command ends with
+        return
     fmt = (
         arguments.format or (SUFFIXES.get(arguments.output.suffix.lower()) if arguments.output else None) or "markdown"
     )
@@ -487,7 +490,7 @@ def _fail(prog: str, messages: list[str]) -> int:
 
 def _close_stale_runs(uri: str) -> None:
     """close_stale_runs for igel-report, which may read a store it cannot write: then it only says so."""
-    if not store_exists(uri):
+    if not store_exists(uri):  # reading must not make one
         return
     try:
         close_stale_runs(uri)
@@ -502,6 +505,8 @@ def _collected(errors: list[str], uri: str) -> Iterator[None]:
         yield
     except IgelError as error:
         errors.append(first_line(error))
+    except yaml.YAMLError as error:  # an experiments/ file of --experiments
+        errors.append(yaml_problem(error))
     except STORE_ERRORS as error:
         errors.append(f"cannot read the MLflow store {uri} ({first_line(error)})")
 
@@ -519,6 +524,8 @@ def report_main(argv: Sequence[str] | None = None) -> int:
     with _collected(errors, uri):
         _check_output(arguments)
         plans = _plans(arguments, tables or ["all"], overrides, errors)
+        if plans and not store_exists(uri):  # its tables list every run as missing: say why (a mistyped place?)
+            print(f"igel-report: no MLflow store at {uri} (--tracking-uri, $MLFLOW_TRACKING_URI)", file=sys.stderr)
         _close_stale_runs(uri)
         runs = _RunCache(uri)
         _write([build_table(plan, runs(plan)) for plan in plans], arguments)

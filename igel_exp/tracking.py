@@ -132,6 +132,8 @@ def use_store(uri: str) -> str:
     started together in a fresh directory: one crashes on the other's half-made schema), so creation holds
     an exclusive lock on `<db>.lock` beside it.
     """
+    if uri in IN_MEMORY_STORES:
+        raise StoreError(f"tracking.uri={uri} keeps the runs in memory, lost when the process ends: give a file")
     mlflow.set_tracking_uri(uri)
     if uri.startswith(("http://", "https://")):
         _probe_server(uri)
@@ -153,6 +155,7 @@ def use_store(uri: str) -> str:
 
 
 STORE_ERRORS = (OSError, MlflowException, SQLAlchemyError)
+IN_MEMORY_STORES = ("sqlite://", "sqlite:///:memory:")
 SERVER_PROBE_S = 10  # seconds to connect to a tracking server before saying it cannot be reached
 
 

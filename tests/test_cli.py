@@ -80,6 +80,10 @@ INVALID = [
     (["trainer.lr=abc"], "trainer.lr=abc: expected a number"),
     (["trainer.noise=gaussian"], "trainer.noise=gaussian: expected one of uniform, degree"),
     (["dataset.path=graph.txt"], "dataset.path is not a setting of dataset=miserables_cloned (its settings: name);"),
+    (["encoder.encoded_distance=0"], "encoder.encoded_distance=0 encodes every node alike"),
+    (["tracking.uri=sqlite://"], "tracking.uri=sqlite:// keeps the runs in memory, lost when the process ends"),
+    (["=5"], "Config group override must be a string or a list. Got int"),  # Hydra's words, without its traceback
+    (["seed=${nope}"], "seed: Interpolation key 'nope' not found"),
 ]
 
 
@@ -96,8 +100,14 @@ def test_invalid_invocations_fail_in_one_line_before_any_run(tmp_path, monkeypat
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     (tmp_path / "empty.txt").write_text("")
     (tmp_path / "folder").mkdir()
+    (tmp_path / "broken" / "experiment").mkdir(parents=True)
+    (tmp_path / "broken" / "experiment" / "broken.yaml").write_text("a: [1, 2\nb: 3\n")
     for overrides, line in INVALID:
         assert exit_line(*HERE, *overrides).startswith(f"igel-run: error: {line}"), overrides
+    assert exit_line("--config-dir", "broken", *HERE, "experiment=broken") == (
+        f"igel-run: error: {tmp_path}/broken/experiment/broken.yaml:2: not valid YAML"
+        " (expected ',' or ']', but got ':')"
+    )
     assert not (tmp_path / "mlflow.db").exists()  # no run, not even a store
 
 
@@ -121,6 +131,9 @@ def test_a_bad_job_stops_a_sweep_before_its_store_and_its_first_run(tmp_path, mo
         " trainer.walk_length=0:"
     )
     assert exit_line("-m", *HERE, "trainer.lr=abc") == "igel-run: error: trainer.lr=abc: expected a number"
+    assert exit_line("-m", *HERE, "seed=range(0,0)") == (
+        "igel-run: error: the sweep has no jobs (a sweep over an empty range or list?)"
+    )
     assert exit_line("-m", *HERE, "dataset=miserables,miserables_cloned", "dataset.num_nodes=64") == (
         "igel-run: error: no job of the sweep takes dataset.num_nodes; dataset=erdos_renyi takes it"
     )

@@ -255,7 +255,9 @@ def test_report_of_an_absent_store_lists_every_run_and_creates_nothing(experimen
         "quick",
     ]
     assert report_main(arguments) == 0
-    assert "- 2 not run: encoder.distance=1; encoder.distance=2" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "- 2 not run: encoder.distance=1; encoder.distance=2" in printed.out
+    assert f"igel-report: no MLflow store at sqlite:///{store} (--tracking-uri, $MLFLOW_TRACKING_URI)" in printed.err
     assert not store.exists()
 
 

@@ -112,10 +112,13 @@ def _encodes_structure(config: DictConfig) -> None:
     """IGEL at α = 0 describes every node alike: its 0-hop ego graph is the node alone, of degree 0. Only the
     scalability runs (which time it) and classifiers without IGEL's input (experiment=ppi_features) may have it."""
     encoder = config.encoder
-    if encoder.name == "igel" and encoder.distance == 0 and config.task.get("use_igel", True):
-        raise ConfigError(
-            "encoder.distance=0 encodes every node alike (its 0-hop ego graph is the node alone): use α ≥ 1"
-        )
+    if encoder.name != "igel" or not config.task.get("use_igel", True):
+        return
+    for key in ("distance", "encoded_distance"):  # encoded_distance, where set, is the α the features have
+        if encoder.get(key) == 0:
+            raise ConfigError(
+                f"encoder.{key}=0 encodes every node alike (its 0-hop ego graph is the node alone): use α ≥ 1"
+            )
 
 
 @check_before("clustering")
