@@ -84,6 +84,9 @@ def edges_list(graph) -> list[tuple[str, str]]:
     [
         ("1 2\n2 x\n", "int", r"g.txt:2: node id 'x' is not an integer"),
         ("1 2\n1_000 7\n", "int", r"g.txt:2: node id '1_000' is not an integer"),  # which int() reads as 1000
+        ("1e3 2\n1000 3\n", "int", r"g.txt:1: node id '1e3' is not an integer"),  # pandas read it as node 1000
+        ("# 1.5 ok here\n1.0 2\n", "int", r"g.txt:2: node id '1.0' is not an integer"),  # and this as 1
+        ("True False\n", "int", r"g.txt:1: node id 'True' is not an integer"),  # and these as 1 and 0
         ("# header\n1 2\n3\n", "int", r"g.txt:3: expected two node ids, found one column"),
         ("a b\nc\n", "token", r"g.txt:2: expected two node ids"),
         ("", "int", r"g.txt: the edge list file is empty"),

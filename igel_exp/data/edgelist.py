@@ -134,6 +134,8 @@ def read_pairs(path: Path, node_ids: str = "int") -> tuple[np.ndarray, np.ndarra
 
 def _read_two_columns(path: Path, node_ids: str) -> tuple[np.ndarray, np.ndarray] | None:
     """Both id columns, or None when the file is not a clean two-or-more-column edge list."""
+    if node_ids == "int" and not _integer_text(path):  # pandas would read 1e3, 1.0 and True as integers
+        return None
     dtype = np.int64 if node_ids == "int" else str
     try:
         frame = pd.read_csv(
@@ -151,6 +153,23 @@ def _read_two_columns(path: Path, node_ids: str) -> tuple[np.ndarray, np.ndarray
     if frame.empty or frame.isna().any().any():
         return None
     return frame[0].to_numpy(), frame[1].to_numpy()
+
+
+_INTEGER_TEXT = np.zeros(256, dtype=bool)
+_INTEGER_TEXT[[*b"0123456789+-#", *b" \t\r\n\v\f"]] = True
+
+
+def _integer_text(path: Path) -> bool:
+    """Whether the file holds nothing but integers, blanks and # comments: 3 numpy passes over its bytes (0.4 s for
+    AstroPh's 198,050 lines read as strings and matched instead)."""
+    with open_binary(path) as handle:
+        text = np.frombuffer(handle.read(), dtype=np.uint8)
+    other = ~_INTEGER_TEXT[text]
+    if not other.any():
+        return True
+    line = np.cumsum(text == ord("\n"))  # each byte's line
+    last_comment = np.maximum.accumulate(np.where(text == ord("#"), line, -1))  # the line of the last # so far
+    return not (other & (last_comment != line)).any()  # every other byte is in a comment
 
 
 def _parse_line_by_line(path: Path, node_ids: str) -> tuple[np.ndarray, np.ndarray]:
