@@ -402,6 +402,20 @@ class Config:
     reproduce: Optional[Any] = None
 
 
+@dataclass
+class EmbedConfig:
+    """igel-embed's top level (conf/embed.yaml)."""
+
+    name: str = matching(r".*\S.*", "the non-blank names (it names the MLflow experiment)")
+    source_run: str = value()
+    seed: int = between(0, 2**32, closed_low=True)
+    progress: bool = value()
+    threads: Optional[int] = at_least(1)
+    data: Data = field(default_factory=Data)
+    dataset: Any = value()
+    tracking: Any = value()
+
+
 # group -> kind of file -> schema; each is stored as schema/<group>/<kind>, which the group's files name
 SCHEMAS: dict[str, dict[str, type]] = {
     "dataset": {
@@ -425,6 +439,7 @@ SCHEMAS: dict[str, dict[str, type]] = {
 }
 OPEN_GROUPS = ("dataset", "encoder")  # experiment files set keys of the option they pick: see the docstring
 ROOT = "igel_schema"  # conf/config.yaml's first default
+EMBED_ROOT = "igel_embed_schema"  # conf/embed.yaml's
 
 
 def register() -> None:
@@ -432,6 +447,7 @@ def register() -> None:
     composition of the packaged configs (igel-run, igel-reproduce, Hydra's compose API) has them."""
     store = ConfigStore.instance()
     store.store(name=ROOT, node=Config)
+    store.store(name=EMBED_ROOT, node=EmbedConfig)
     for group, kinds in SCHEMAS.items():
         for kind, schema in kinds.items():
             flags = {"struct": False} if group in OPEN_GROUPS else None

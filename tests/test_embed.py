@@ -1,5 +1,6 @@
 """igel-embed: a graph embedded by an earlier run's frozen model, logged in experiment `embed`; its errors."""
 
+import re
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ from hydra import compose, initialize_config_module
 from test_cli import QUICK, runs
 
 from igel_exp import pipelines
-from igel_exp.errors import ModelError
+from igel_exp.errors import IgelError, ModelError
 from igel_exp.pipelines.common import load
 from igel_exp.pipelines.embed import embed
 from igel_exp.saved_model import IGELModel
@@ -44,6 +45,23 @@ def test_a_graph_beyond_the_model_is_embedded_and_logged(compose_config, store_u
 def test_a_bad_source_run_fails_before_any_run(store_uri):
     with pytest.raises(ModelError, match="^source_run=nope: 'nope' is neither a model folder nor a run"):
         embed(embed_config("source_run=nope", "dataset=miserables"))
+    client = mlflow.MlflowClient(store_uri)
+    assert client.search_runs([experiment.experiment_id for experiment in client.search_experiments()]) == []
+
+
+@pytest.mark.parametrize(
+    "overrides, line",
+    [
+        (["seed=-1"], "seed=-1: expected an integer ≥ 0"),
+        (["threads=0"], "threads=0: expected an integer ≥ 1"),  # was ignored; threads=-1 was torch's traceback
+        (["dataset.path=missing.txt"], "missing.txt: edge list file not found"),  # was a FAILED run
+        (["dataset=erdos_renyi", "dataset.num_nodes=0"], "dataset.num_nodes=0: expected an integer ≥ 1"),
+    ],
+)
+def test_a_bad_embed_config_fails_in_one_line_before_any_run(store_uri, overrides, line):
+    """igel-embed checks its config as igel-run does (its schema, the dataset's files) before its model and run."""
+    with pytest.raises(IgelError, match=f"^{re.escape(line)}"):
+        embed(embed_config("source_run=nope", *overrides))
     client = mlflow.MlflowClient(store_uri)
     assert client.search_runs([experiment.experiment_id for experiment in client.search_experiments()]) == []
 

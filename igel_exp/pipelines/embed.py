@@ -14,7 +14,10 @@ import scipy.sparse as sp
 import torch
 from omegaconf import DictConfig
 
+from igel_exp import schema
+from igel_exp.data import check_dataset
 from igel_exp.errors import ModelError
+from igel_exp.pipelines import data_context
 from igel_exp.pipelines.common import Stages, load
 from igel_exp.saved_model import IGELModel
 from igel_exp.tracking import tracked_run
@@ -25,7 +28,11 @@ SOURCE_RUN_TAG = "igel.source_run"  # the run (or folder) whose model made the e
 
 
 def embed(config: DictConfig) -> dict[str, float]:
-    """Embed `dataset` with the model of `source_run`; logs embeddings.npy, nodes.csv and the clamped nodes."""
+    """Embed `dataset` with the model of `source_run`; logs embeddings.npy, nodes.csv and the clamped nodes. The
+    config is checked first, as igel-run's (its keys' types and ranges, the dataset's files): a bad one makes no run."""
+    schema.check(config)
+    config = schema.plain(config)
+    check_dataset(config.dataset, data_context(config))
     if config.get("threads"):
         torch.set_num_threads(int(config.threads))
     stages = Stages()
