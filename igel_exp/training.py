@@ -294,7 +294,8 @@ class SkipGramTrainer:
         """The authors' batches of the epoch's walks (walks.AuthorsPairs) on the device, each node replaced by its
         row of `rows` where given, with each batch its share of the walks (a batch mixes pairs of many)."""
         walks = np.concatenate([torch.as_tensor(chunk).cpu().numpy() for chunk in chunks])
-        pairs = AuthorsPairs.of_walks(walks, self.window, self.negatives, n_nodes, rng, labels=rows)
+        window = min(self.window, walks.shape[1] - 1)  # a wider window holds no more pairs
+        pairs = AuthorsPairs.of_walks(walks, window, self.negatives, n_nodes, rng, labels=rows)
         n_batches = max(-(-pairs.others.size // self.batch_size), 1)
         for number, batch in enumerate(pairs.batches(self.batch_size)):
             share = (number + 1) * len(walks) // n_batches - number * len(walks) // n_batches  # whole walks, all in all
@@ -392,10 +393,11 @@ class _SkipGramStep:
     def compute(self, walks: torch.Tensor, valid: torch.Tensor | None, negatives: torch.Tensor) -> None:
         model, trainer = self.model, self.trainer
         w, s, z = negatives.shape
+        window = min(trainer.window, s - 1)  # a wider window holds no more pairs, only padding
         positions = walks if valid is None else walks.clamp(min=0)  # END (−1) reads node 0, weighted 0
         if model.negatives_as_features(w * s * (1 + z)):
             gradients = self.feature_gradients if valid is None else feature_walk_gradients  # dead ends: rare, eager
-            self._apply(*gradients(model, positions, valid, negatives, trainer.window, self.affine))
+            self._apply(*gradients(model, positions, valid, negatives, window, self.affine))
             return
         nodes = torch.cat([positions.reshape(-1), negatives.view(-1)])
         table, lookup = model.lookup(nodes)
@@ -407,7 +409,7 @@ class _SkipGramStep:
         else:
             walk_rows = table.index_select(0, lookup.index[: w * s]).view(w, s, dim)
             sampled = TableNegatives(table, lookup.index[w * s :].view(w, s, z))
-        loss, count, d_walks, d_affine = walk_skipgram_gradients(walk_rows, valid, sampled, trainer.window, self.affine)
+        loss, count, d_walks, d_affine = walk_skipgram_gradients(walk_rows, valid, sampled, window, self.affine)
         if lookup.index is None:
             table_grad[: w * s] = d_walks.view(-1, dim)
         else:

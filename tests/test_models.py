@@ -378,7 +378,9 @@ def test_a_graph_of_fewer_nodes_than_negatives_trains(device):
     assert len(history) == 2 and all(np.isfinite(history))
 
 
-def _train(graph: ig.Graph, seed: int, device: torch.device, batching: str = "walks") -> tuple[np.ndarray, list[float]]:
+def _train(
+    graph: ig.Graph, seed: int, device: torch.device, batching: str = "walks", window: int = 3
+) -> tuple[np.ndarray, list[float]]:
     seed_everything(0)
     model = IGELEmbedding(IGELEncoder(1).fit_transform(graph), dim=8)
     csr = CSRGraph.from_igraph(graph)
@@ -387,7 +389,7 @@ def _train(graph: ig.Graph, seed: int, device: torch.device, batching: str = "wa
         batch_size=2000,
         lr=0.05,
         negatives=5,
-        window=3,
+        window=window,
         device=device,
         seed=seed,
         progress=False,
@@ -395,6 +397,16 @@ def _train(graph: ig.Graph, seed: int, device: torch.device, batching: str = "wa
     )
     history = trainer.fit(model, lambda rng: epoch_walks(csr, 2, 20, rng, walks_per_chunk=50))
     return embed_all(model, device), history
+
+
+@pytest.mark.parametrize("batching", ["walks", "buckets"])
+def test_a_window_wider_than_the_walks_trains_as_the_whole_walk(batching):
+    """trainer.window=10^6 on walks of 20: the pairs of a window of 19, as fast (it padded every walk by the window)."""
+    graph = small_graphs()["miserables"]
+    whole, whole_history = _train(graph, seed=3, device=torch.device("cpu"), batching=batching, window=19)
+    wide, wide_history = _train(graph, seed=3, device=torch.device("cpu"), batching=batching, window=10**6)
+    np.testing.assert_array_equal(wide, whole)
+    assert wide_history == whole_history
 
 
 @pytest.mark.parametrize("batching", ["walks", "buckets"])
