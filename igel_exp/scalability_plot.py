@@ -14,9 +14,11 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.backend_bases import FigureCanvasBase
 
 from igel_exp import plots
 from igel_exp.errors import DataError, IgelError
@@ -142,6 +144,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sweep", action="append", help="only the jobs of this sweep (parent run id); repeatable")
     parser.add_argument("--output", default="scalability.png", help="figure file (default: scalability.png)")
     args = parser.parse_args(argv)
+    output = Path(args.output)
+    output = output if output.suffix else output.with_suffix(".png")  # the file matplotlib writes
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if output.suffix[1:].lower() not in formats:
+        parser.error(f"--output {output}: not a figure format matplotlib writes ({', '.join(sorted(formats))})")
+    if args.degree < 0 or args.nodes < 1 or not 0 < args.fit_min <= args.fit_max:
+        parser.error("--degree must be ≥ 0, --nodes ≥ 1, and 0 < --fit-min ≤ --fit-max")
     fit = (args.fit_min, args.fit_max)
     try:
         report = scalability_report(
@@ -150,9 +159,13 @@ def main(argv: list[str] | None = None) -> None:
     except IgelError as error:
         sys.exit(f"igel-scalability-plot: error: {error}")
     print(report.text(fit, args.degree, args.nodes, args.metric))
-    report.figure.savefig(args.output, dpi=150)
-    plt.close(report.figure)
-    print(f"\nfigure: {args.output}")
+    try:
+        report.figure.savefig(output, dpi=150)
+    except OSError as error:
+        sys.exit(f"igel-scalability-plot: error: --output {output}: cannot write it ({error.strerror or error})")
+    finally:
+        plt.close(report.figure)
+    print(f"\nfigure: {output}")
 
 
 if __name__ == "__main__":

@@ -299,6 +299,25 @@ def test_plot_command_draws_both_panels_with_fitted_slopes(tracking_uri, tmp_pat
     assert legend == ["α = 1 (slope 1.00)", "α = 2 (slope 1.25)"]
 
 
+def test_plot_command_refuses_a_figure_it_cannot_write_in_one_line(tracking_uri, tmp_path, capsys):
+    with pytest.raises(SystemExit):  # before reading the store
+        plot_main(["--output", str(tmp_path / "x.unknownext")])
+    assert (
+        "--output " + str(tmp_path / "x.unknownext") + ": not a figure format matplotlib writes"
+        in capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit):
+        plot_main(["--output", str(tmp_path / "x.png"), "--fit-min", "4096", "--fit-max", "1024"])
+    assert "0 < --fit-min ≤ --fit-max" in capsys.readouterr().err
+    _fake_runs(tracking_uri, {1: 1.0})
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(SystemExit, match=r"^igel-scalability-plot: error: --output .*/no/such/x.png: cannot write it"):
+        plot_main(["--output", str(tmp_path / "no" / "such" / "x.png")])
+    plot_main(["--output", str(tmp_path / "folder")])  # no suffix: a PNG, named as matplotlib names it
+    assert capsys.readouterr().out.endswith(f"figure: {tmp_path / 'folder.png'}\n")
+    assert (tmp_path / "folder.png").stat().st_size > 10_000
+
+
 def test_plot_command_refuses_empty_stores_and_mixed_settings(tracking_uri, tmp_path):
     with pytest.raises(SystemExit, match="no finished Erdős–Rényi runs"):
         plot_main(["--output", str(tmp_path / "x.png")])
