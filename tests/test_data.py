@@ -91,6 +91,7 @@ def edges_list(graph) -> list[tuple[str, str]]:
         ("a b\nc\n", "token", r"g.txt:2: expected two node ids"),
         ("", "int", r"g.txt: the edge list file is empty"),
         ("# only comments\n\n", "token", r"g.txt: no edges"),
+        ("5 5\n7 7\n", "int", r"g.txt: no edges once its 2 self loops are dropped"),  # the run's "no pairs" before
         ("1 2\n2 12345678901234567890\n", "int", r"g.txt:2: node id 12345678901234567890 does not fit in 64 bits"),
         ("1 -9223372036854775809\n", "int", r"g.txt:1: node id -9223372036854775809 does not fit in 64 bits"),
         ("1 2\n\x00\x9f\x92\x01 7\n", "token", r"g.txt: binary data \(NUL bytes\), not a text edge list"),

@@ -64,6 +64,8 @@ def test_split_depends_only_on_the_seed():
 def test_too_sparse_graphs_are_refused():
     with pytest.raises(DataError, match="too small or too sparse"):
         split_edges(ig.Graph.Tree(30, 2), 0.5, seed=0)  # every edge of a tree is a bridge
+    with pytest.raises(DataError, match="50% of its 1 edges rounds to none to remove and predict"):
+        split_edges(ig.Graph([(0, 1)]), 0.5, seed=0)  # it said "0 needed, it has 0"
 
 
 def test_check_split_catches_leaks():

@@ -65,6 +65,8 @@ def simple_graph(
         self_loops_removed=int(loops.sum()),
         duplicates_removed=int(len(low) - len(pairs)),
     )
+    if report.self_loops_removed and not report.edges:
+        raise DataError(f"{source}: no edges once its {report.self_loops_removed} self loops are dropped")
     if report.self_loops_removed or report.duplicates_removed:
         log.info(
             "%s: dropped %d self loops and merged %d duplicate or reversed edges",

@@ -86,7 +86,12 @@ def _removed_edges(graph: ig.Graph, fraction: float, rng: np.random.Generator) -
     # the minimum spanning forest under random weights is a random spanning forest
     forest = graph.spanning_tree(weights=rng.random(len(edges)).tolist(), return_tree=False)
     removable = np.setdiff1d(np.arange(len(edges)), np.asarray(forest, dtype=np.int64))
-    if len(removable) < removed_count or removed_count == 0:
+    if removed_count == 0:
+        raise DataError(
+            f"the graph is too small for the link-prediction protocol: {fraction:.0%} of its {len(edges)} edges rounds"
+            " to none to remove and predict"
+        )
+    if len(removable) < removed_count:
         raise DataError(
             f"the graph is too small or too sparse for the link-prediction protocol: removing {fraction:.0%} of"
             f" its {len(edges)} edges ({removed_count}) while it stays connected needs that many edges outside a"
