@@ -384,15 +384,21 @@ class Data:
 
 
 @dataclass
-class Config:
-    """The top level (conf/config.yaml): run settings, then one field per config group."""
+class RunSettings:
+    """What igel-run's and igel-embed's top levels share."""
 
     name: str = matching(r".*\S.*", "the non-blank names (it names the MLflow experiment)")
     seed: int = between(0, 2**32, closed_low=True)  # what numpy's and scikit-learn's generators take
     progress: bool = value()
     threads: Optional[int] = at_least(1)
-    protocol: Protocol = value()
     data: Data = field(default_factory=Data)
+
+
+@dataclass
+class Config(RunSettings):
+    """The top level (conf/config.yaml): run settings, then one field per config group."""
+
+    protocol: Protocol = value()
     dataset: Any = value()
     encoder: Any = value()
     trainer: Any = value()
@@ -403,15 +409,10 @@ class Config:
 
 
 @dataclass
-class EmbedConfig:
+class EmbedConfig(RunSettings):
     """igel-embed's top level (conf/embed.yaml)."""
 
-    name: str = matching(r".*\S.*", "the non-blank names (it names the MLflow experiment)")
     source_run: str = value()
-    seed: int = between(0, 2**32, closed_low=True)
-    progress: bool = value()
-    threads: Optional[int] = at_least(1)
-    data: Data = field(default_factory=Data)
     dataset: Any = value()
     tracking: Any = value()
 

@@ -83,10 +83,11 @@ def run(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
     try:
         return PIPELINES[config.task.name](config)
     except (MemoryError, RuntimeError) as error:  # torch's CPU allocator raises RuntimeError, CUDA's a subclass
-        if isinstance(error, IgelError) or not out_of_memory(error):
+        asked = None if isinstance(error, IgelError) else out_of_memory(error)  # a BudgetError is already one line
+        if asked is None:
             raise
         raise BudgetError(
-            f"out of memory ({out_of_memory(error)}): a smaller trainer.dim, trainer.batch_size or graph needs less"
+            f"out of memory ({asked}): a smaller trainer.dim, trainer.batch_size or graph needs less"
         ) from None
 
 
