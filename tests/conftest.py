@@ -192,6 +192,12 @@ def start_training(args: list[str], cwd: Path, jobs: int = 1) -> tuple[subproces
     return process, lines
 
 
+def keep_reading(process: subprocess.Popen, lines: list[str]) -> None:
+    """Read the rest of the process's output into `lines` in the background: where nothing reads it, a job that logs
+    an epoch a millisecond fills the pipe within a second and blocks on its next line, interrupted or not."""
+    threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True).start()
+
+
 def _drop_permission_override() -> None:
     """In a forked child before exec: drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the bounding set, so that the
     program it runs as root cannot regain them and obeys permission bits as any user does."""

@@ -18,7 +18,7 @@ from igel_exp.cli import main, one_line_errors
 from igel_exp.errors import BudgetError, ConfigError
 from igel_exp.tracking import use_store
 
-from conftest import REPO, live_processes, start_training, wait_for_no_process
+from conftest import REPO, keep_reading, live_processes, start_training, wait_for_no_process
 
 QUICK = ["trainer.epochs=1", "trainer.walk_length=20", "progress=false"]
 
@@ -272,6 +272,7 @@ def test_a_killed_sweep_leaves_no_worker_and_its_runs_end_failed(store_uri, tmp_
     """kill -9 of a joblib sweep: its workers notice, end their jobs' runs FAILED and exit; the parent run, which
     nothing could end, is closed FAILED by the next igel-run on the store."""
     process, lines = start_training([*JOBLIB_SWEEP, "trainer.epochs=100000"], tmp_path, jobs=2)
+    keep_reading(process, lines)  # the job's process outlives igel-run: its output must go somewhere
     try:
         process.kill()
         process.wait()

@@ -20,7 +20,7 @@ from igel_exp.scalability_plot import main as plot_main
 from igel_exp.scalability_plot import scalability_report
 from igel_exp.tasks.scalability import loglog_slope, seed_means, slopes
 
-from conftest import REPO, live_processes, start_training, wait_for_no_process
+from conftest import REPO, keep_reading, live_processes, start_training, wait_for_no_process
 
 TINY = ["experiment=scalability", "dataset.num_nodes=200", "trainer.epochs=1", "trainer.walk_length=10"]
 STAGES = ["generate", "encode", "walks", "train", "total"]
@@ -213,6 +213,7 @@ def test_an_interrupted_isolated_job_ends_its_run_failed_and_leaves_no_process(s
 def test_an_isolated_job_stops_when_igel_run_is_killed(store_uri, tmp_path):
     """kill -9 of igel-run: its job's process notices within a second, ends its run FAILED and exits."""
     process, lines = start_training([*TINY, "trainer.epochs=100000"], tmp_path)
+    keep_reading(process, lines)  # the job's process outlives igel-run: its output must go somewhere
     try:
         process.kill()
         process.wait()
