@@ -387,6 +387,7 @@ def walk_skipgram_gradients(
     with respect to the walks' embeddings (w × s × d), and with respect to (a, b)).
     """
     w, s, dim = walks.shape
+    window = min(window, max(s - 1, 1))  # a wider window holds no more pairs, only padding
     size = min(s, 2 * window)
     blocks = -(-s // size)
     padded = F.pad(walks, (0, 0, window, blocks * size - s + window))  # zeros around the walk

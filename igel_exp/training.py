@@ -115,6 +115,13 @@ def batch_scale_for(most: int, steps: int) -> int:
     return max(1, min(most, steps // MIN_STEPS))
 
 
+def walks_per_batch(batch_size: int, walk_length: int, window: int, negatives: int) -> int:
+    """Whole walks in a batch of `batch_size` training pairs, counted as the authors did (a positive pair and its
+    negatives count 1 + negatives)."""
+    pairs_per_walk = positive_pairs(walk_length, window) * (1 + negatives)
+    return max(1, round(batch_size / max(pairs_per_walk, 1)))
+
+
 COMPILE_FROM_STEPS = 50_000  # Adam steps from which trainer.compile=auto compiles the step
 
 
@@ -221,8 +228,7 @@ class SkipGramTrainer:
         self.fallbacks: dict[str, str] = {}
 
     def walks_per_batch(self, walk_length: int) -> int:
-        pairs_per_walk = positive_pairs(walk_length, self.window) * (1 + self.negatives)
-        return max(1, round(self.batch_size / max(pairs_per_walk, 1)))
+        return walks_per_batch(self.batch_size, walk_length, self.window, self.negatives)
 
     def fit(
         self,
@@ -294,8 +300,7 @@ class SkipGramTrainer:
         """The authors' batches of the epoch's walks (walks.AuthorsPairs) on the device, each node replaced by its
         row of `rows` where given, with each batch its share of the walks (a batch mixes pairs of many)."""
         walks = np.concatenate([torch.as_tensor(chunk).cpu().numpy() for chunk in chunks])
-        window = min(self.window, walks.shape[1] - 1)  # a wider window holds no more pairs
-        pairs = AuthorsPairs.of_walks(walks, window, self.negatives, n_nodes, rng, labels=rows)
+        pairs = AuthorsPairs.of_walks(walks, self.window, self.negatives, n_nodes, rng, labels=rows)
         n_batches = max(-(-pairs.others.size // self.batch_size), 1)
         for number, batch in enumerate(pairs.batches(self.batch_size)):
             share = (number + 1) * len(walks) // n_batches - number * len(walks) // n_batches  # whole walks, all in all
@@ -393,11 +398,10 @@ class _SkipGramStep:
     def compute(self, walks: torch.Tensor, valid: torch.Tensor | None, negatives: torch.Tensor) -> None:
         model, trainer = self.model, self.trainer
         w, s, z = negatives.shape
-        window = min(trainer.window, s - 1)  # a wider window holds no more pairs, only padding
         positions = walks if valid is None else walks.clamp(min=0)  # END (−1) reads node 0, weighted 0
         if model.negatives_as_features(w * s * (1 + z)):
             gradients = self.feature_gradients if valid is None else feature_walk_gradients  # dead ends: rare, eager
-            self._apply(*gradients(model, positions, valid, negatives, window, self.affine))
+            self._apply(*gradients(model, positions, valid, negatives, trainer.window, self.affine))
             return
         nodes = torch.cat([positions.reshape(-1), negatives.view(-1)])
         table, lookup = model.lookup(nodes)
@@ -409,7 +413,7 @@ class _SkipGramStep:
         else:
             walk_rows = table.index_select(0, lookup.index[: w * s]).view(w, s, dim)
             sampled = TableNegatives(table, lookup.index[w * s :].view(w, s, z))
-        loss, count, d_walks, d_affine = walk_skipgram_gradients(walk_rows, valid, sampled, window, self.affine)
+        loss, count, d_walks, d_affine = walk_skipgram_gradients(walk_rows, valid, sampled, trainer.window, self.affine)
         if lookup.index is None:
             table_grad[: w * s] = d_walks.view(-1, dim)
         else:

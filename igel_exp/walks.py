@@ -249,6 +249,7 @@ class AuthorsPairs:
         """The stream of `walks`' pairs; with `labels`, each node n in it replaced by labels[n] (its feature row, for
         a model that scores pairs of rows), the negatives drawn among the other nodes all the same."""
         length = walks.shape[1]
+        window = min(window, max(length - 1, 1))  # a wider window holds no more pairs
         offsets = np.concatenate([np.arange(-window, 0), np.arange(1, window + 1)])
         around = np.arange(length)[:, None] + offsets  # [position, offset]: the context's position
         position, offset = np.nonzero((around >= 0) & (around < length))  # a walk's pairs, in the stream's order

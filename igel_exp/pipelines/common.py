@@ -19,7 +19,7 @@ from igel_exp.models import FreeEmbedding, IGELEmbedding, distance_scaled_weight
 from igel_exp.pipelines import data_context
 from igel_exp.saved_model import IGELModel
 from igel_exp.tracking import RunLogger
-from igel_exp.training import SkipGramTrainer, batch_scale_for, compiles, resolve_device
+from igel_exp.training import SkipGramTrainer, batch_scale_for, compiles, resolve_device, walks_per_batch
 from igel_exp.walks import CSRGraph, DeviceWalker, epoch_walks
 
 log = logging.getLogger(__name__)
@@ -214,27 +214,8 @@ def skipgram_trainer(
     `batch_scale` above 1 is capped where the run would take too few steps (training.batch_scale_for), and
     `compile=auto` compiles the step where the run takes enough of them (training.compiles)."""
 
-    def trainer(batch_scale: int = 1, compiled: bool = False) -> SkipGramTrainer:
-        return SkipGramTrainer(
-            epochs=settings.epochs,
-            batch_size=settings.batch_size,
-            lr=settings.lr,
-            negatives=settings.negatives,
-            window=settings.window,
-            device=device,
-            seed=seed,
-            noise=noise_distribution(graph, settings.noise),
-            logit_affine=settings.get("logit_affine", True),
-            logit_init=settings.get("logit_init", "fixed"),
-            progress=progress,
-            batch_scale=batch_scale,
-            cuda_graphs=settings.get("cuda_graphs", True),
-            batching=settings.get("batching", "walks"),
-            compiled=compiled,
-        )
-
-    per_batch = trainer().walks_per_batch(settings.walk_length)  # at the authors' batches
-    steps = settings.epochs * -(-graph.n_nodes * settings.walks_per_node // per_batch)
+    per_batch = walks_per_batch(settings.batch_size, settings.walk_length, settings.window, settings.negatives)
+    steps = settings.epochs * -(-graph.n_nodes * settings.walks_per_node // per_batch)  # at the authors' batches
     most = settings.get("batch_scale", 1)
     scale = batch_scale_for(most, steps)
     if most > 1:
@@ -243,7 +224,23 @@ def skipgram_trainer(
     compiled = compiles(settings.get("compile", False), steps, device)
     if settings.get("compile") == "auto":
         log.info("trainer.compile=auto: the step %s compiled (%d steps)", "is" if compiled else "is not", steps)
-    return trainer(scale, compiled)
+    return SkipGramTrainer(
+        epochs=settings.epochs,
+        batch_size=settings.batch_size,
+        lr=settings.lr,
+        negatives=settings.negatives,
+        window=settings.window,
+        device=device,
+        seed=seed,
+        noise=noise_distribution(graph, settings.noise),
+        logit_affine=settings.get("logit_affine", True),
+        logit_init=settings.get("logit_init", "fixed"),
+        progress=progress,
+        batch_scale=scale,
+        cuda_graphs=settings.get("cuda_graphs", True),
+        batching=settings.get("batching", "walks"),
+        compiled=compiled,
+    )
 
 
 def noise_distribution(graph: CSRGraph, kind: str) -> np.ndarray | None:
