@@ -75,6 +75,7 @@ def _guarded(program: str, work: Callable[[DictConfig], dict], config: DictConfi
     """`work(config)`; user input problems and interrupts end the process with one line, no traceback."""
     from igel_exp.tracking import LAUNCHER_ENV, job_interrupts, watch_parent
 
+    _work_from_launch_directory()
     launcher = os.environ.get(LAUNCHER_ENV)  # a sweep's job in a worker process stops if its launcher is killed
     try:
         # in a Slurm job, an interrupt ends as an error that submitit records
@@ -87,6 +88,16 @@ def _guarded(program: str, work: Callable[[DictConfig], dict], config: DictConfi
         ended = getattr(error, FAILED_RUN, None)
         print(f"{program}: interrupted" + (f"; its run {ended} ended FAILED" if ended else ""), file=sys.stderr)
         sys.exit(130)
+
+
+def _work_from_launch_directory() -> None:
+    """Undo hydra.job.chdir=true, which starts a job in its output folder: every relative path of a config
+    (dataset.path, data.root, task.split_cache, the default ./mlflow.db store) names a file of the folder the command
+    was started in, and a sweep's runs must reach the store that holds its parent run. Hydra writes its own files
+    by absolute paths, and returns to its folder after the job."""
+    launched = HydraConfig.get().runtime.cwd
+    if os.getcwd() != launched:
+        os.chdir(launched)
 
 
 @contextmanager

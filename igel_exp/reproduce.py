@@ -59,6 +59,7 @@ from igel_exp.tracking import (
     PROCESS_TAG,
     STORE_ERRORS,
     SWEEP_TAG,
+    check_store_uri,
     close_stale_runs,
     job_interrupts,
     open_experiment,
@@ -86,11 +87,21 @@ class Outcome:
     data_missing: list[str] = field(default_factory=list)  # one line per dataset whose files are absent
     not_attempted: int = 0  # jobs skipped because their dataset is missing
 
+    def problems(self) -> str | None:
+        """Why the plan's parent runs end FAILED (None: they finish)."""
+        if not self.failed and not self.data_missing:
+            return None
+        first = (self.failed or self.data_missing)[0]
+        return f"{len(self.failed)} jobs failed, {len(self.data_missing)} datasets missing; the first: {first}"
+
     def notes(self) -> list[str]:
         """Lines for the table; the data errors themselves are in its missing runs (their runs are FAILED)."""
         if not self.not_attempted:
             return []
         return [f"{self.not_attempted} runs on data that another run found missing were not attempted"]
+
+
+STOPPED = "igel-reproduce stopped before the plan's last job"
 
 
 def in_process(config: DictConfig) -> dict:
@@ -138,12 +149,13 @@ def run_plan(plan: Plan, uri: str, runner: Runner = in_process) -> Outcome:
                 except Exception as error:  # a bug in one job must not cost the others; its run is FAILED
                     outcome.failed.append(f"{job.shown}: {type(error).__name__}: {error}")
                     log.exception("%s: %s failed", plan.name, job.shown)
-    except BaseException:
-        parents.end(RunStatus.KILLED)
+    except BaseException as error:
+        parents.end(RunStatus.KILLED, STOPPED + (" (interrupted)" if isinstance(error, KeyboardInterrupt) else ""))
         raise
     finally:
         os.environ.pop(PARENT_RUN_ENV, None)
-    parents.end(RunStatus.FAILED if outcome.failed or outcome.data_missing else RunStatus.FINISHED)
+    problems = outcome.problems()
+    parents.end(RunStatus.FAILED if problems else RunStatus.FINISHED, problems)
     return outcome
 
 
@@ -178,15 +190,16 @@ def launch_plan(plan: Plan, uri: str, launch: Sequence[str]) -> Outcome:
                         error = result._return_value  # the exception the job raised
                         outcome.failed.append(f"{job.shown}: {type(error).__name__}: {first_line(error)}")
     except KeyboardInterrupt:
-        parents.end(RunStatus.KILLED)
+        parents.end(RunStatus.KILLED, f"{STOPPED} (interrupted)")
         raise
-    except IgelError:  # the launcher's settings: one line from igel-reproduce
-        parents.end(RunStatus.FAILED)
+    except IgelError as error:  # the launcher's settings: one line from igel-reproduce
+        parents.end(RunStatus.FAILED, first_line(error))
         raise
     except Exception as error:  # the launcher's own failure (a Slurm job cancelled or killed, sbatch refused...)
         outcome.failed.append(f"the launcher failed: {type(error).__name__}: {first_line(error)}")
         log.error("%s: the launcher failed (jobs already submitted may still run): %s", plan.name, error)
-    parents.end(RunStatus.FAILED if outcome.failed else RunStatus.FINISHED)
+    problems = outcome.problems()
+    parents.end(RunStatus.FAILED if problems else RunStatus.FINISHED, problems)
     return outcome
 
 
@@ -304,8 +317,12 @@ class _Parents:
         return running_jobs(self.experiment_ids, list(self.ids.values()))
 
     @store_call()
-    def end(self, status: int) -> None:
+    def end(self, status: int, why: str | None = None) -> None:
+        """End every parent run with `status`; `why` (a FAILED or KILLED one's reason) becomes its `error` tag, as a
+        failed run's."""
         for run_id in self.ids.values():
+            if why:
+                self.client.set_tag(run_id, "error", why[:5000])
             self.client.set_terminated(run_id, RunStatus.to_string(status))
         self.ids, self.experiment_ids = {}, []
 
@@ -522,6 +539,7 @@ def report_main(argv: Sequence[str] | None = None) -> int:
     errors: list[str] = []
     uri = _store(arguments, overrides)
     with _collected(errors, uri):
+        check_store_uri(uri)
         _check_output(arguments)
         plans = _plans(arguments, tables or ["all"], overrides, errors)
         if plans and not store_exists(uri):  # its tables list every run as missing: say why (a mistyped place?)

@@ -634,6 +634,8 @@ def _describe_key(key: str, given: Any, text: str) -> str:
     choices = _find(r"expected one of \[(.*)\]", text)
     if choices:
         return f"{shown}: expected one of {choices}"
+    if _find(r"(is not Optional)", text):
+        return f"{key}=null: expected a value"
     schema = _find(r"Key '[^']*' not in '([^']+)'", text)
     if schema:
         return f"{key} is not a setting of {schema}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import functools
 import logging
 import multiprocessing
 import os
@@ -119,6 +120,21 @@ def _interrupt(signum: int, frame: object) -> None:
     _after_store_calls(lambda: _raise_interrupt(signum))
 
 
+def _take_again(dropped: Any, otherwise: Callable[[Any], None]) -> None:
+    """sys.unraisablehook inside sigterm_interrupts. Python drops, printing it, an exception raised in a finaliser (a
+    `__del__`, such as tqdm's, or a weakref's callback), where a signal's handler runs when the signal arrives there.
+    When that was an interrupt's KeyboardInterrupt, the interrupt was lost and, its signals ignored from then on, the
+    work went on (11 of 300 SIGTERMs sent to a loop that made tqdm bars; a job whose launcher was killed trained on):
+    the signal is taken again, sent from another thread so that it arrives once the finaliser is left."""
+    if not isinstance(dropped.exc_value, KeyboardInterrupt) or _interrupted_by is None:
+        otherwise(dropped)
+        return
+    if threading.current_thread() is threading.main_thread():  # where the handler ran, and handlers may be set
+        for sig in INTERRUPTS:
+            signal.signal(sig, _interrupt)
+        threading.Timer(0.001, os.kill, (os.getpid(), _interrupted_by)).start()
+
+
 def _held_back(handler: Callable[[int, Any], Any]) -> Callable[[int, Any], None]:
     """`handler` run after the store calls in progress (HELD_BACK)."""
     return lambda signum, frame: _after_store_calls(lambda: handler(signum, frame))
@@ -132,8 +148,7 @@ def use_store(uri: str) -> str:
     started together in a fresh directory: one crashes on the other's half-made schema), so creation holds
     an exclusive lock on `<db>.lock` beside it.
     """
-    if uri in IN_MEMORY_STORES:
-        raise StoreError(f"tracking.uri={uri} keeps the runs in memory, lost when the process ends: give a file")
+    check_store_uri(uri)
     mlflow.set_tracking_uri(uri)
     if uri.startswith(("http://", "https://")):
         _probe_server(uri)
@@ -152,6 +167,22 @@ def use_store(uri: str) -> str:
                 fcntl.flock(lock, fcntl.LOCK_UN)
     close_stale_runs(uri)
     return uri
+
+
+def check_store_uri(uri: str) -> None:
+    """Refuse in one line a store that would lose the runs (sqlite in memory) or that MLflow will not open: a plain
+    path or file: URI is MLflow's file store, which MLflow 3.7 and later refuse (unless $MLFLOW_ALLOW_FILE_STORE is
+    true) in a paragraph about migrating file stores, where a user who wrote runs.db meant sqlite:///runs.db."""
+    if uri in IN_MEMORY_STORES:
+        raise StoreError(f"tracking.uri={uri} keeps the runs in memory, lost when the process ends: give a file")
+    parsed = urlparse(uri)
+    allowed = getattr(mlflow.environment_variables, "MLFLOW_ALLOW_FILE_STORE", None)  # None: MLflow < 3.7
+    if parsed.scheme in ("", "file") and allowed is not None and not allowed.get():
+        path = Path(parsed.path if parsed.scheme else uri).expanduser().absolute()
+        raise StoreError(
+            f"tracking.uri={uri} is a path, which MLflow takes for a file store, one it no longer opens: for a sqlite"
+            f" store write sqlite:///{path}"
+        )
 
 
 STORE_ERRORS = (OSError, MlflowException, SQLAlchemyError)
@@ -437,7 +468,8 @@ def sigterm_interrupts() -> Iterator[None]:
     global _interrupted_by, _deferred, _why_interrupted
     _interrupted_by = _deferred = None  # nothing left over from an earlier interrupted block
     _why_interrupted = ""
-    previous = _handle_interrupts(_interrupt)
+    previous, unraisable = _handle_interrupts(_interrupt), sys.unraisablehook
+    sys.unraisablehook = functools.partial(_take_again, otherwise=unraisable)
     try:
         yield
     except Exception as error:
@@ -445,6 +477,7 @@ def sigterm_interrupts() -> Iterator[None]:
             raise
         raise KeyboardInterrupt(f"signal {_interrupted_by}") from error
     finally:
+        sys.unraisablehook = unraisable
         _restore_handlers(previous)
 
 

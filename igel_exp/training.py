@@ -68,6 +68,17 @@ def seed_everything(seed: int, deterministic: bool = True) -> None:
     use_deterministic_algorithms(deterministic)
 
 
+def set_threads(threads: int | None) -> None:
+    """torch's CPU threads (the `threads` key; None: torch's default, one per core), at most this machine's CPUs: more
+    only contend for them, and some tens of thousands made OpenMP fail with a MemoryError."""
+    if not threads:
+        return
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if threads > cpus:
+        log.warning("threads=%d is more than this machine's %d CPUs: using %d", threads, cpus, cpus)
+    torch.set_num_threads(min(threads, cpus))
+
+
 def use_deterministic_algorithms(mode: bool) -> None:
     """torch.use_deterministic_algorithms(mode, warn_only=True) without importing torch._inductor, whose flag it also
     sets: that import (torch._dynamo with it) took 1.2 s of every run's start, and nothing here compiles. Where the

@@ -84,6 +84,8 @@ INVALID = [
     (["tracking.uri=sqlite://"], "tracking.uri=sqlite:// keeps the runs in memory, lost when the process ends"),
     (["=5"], "Config group override must be a string or a list. Got int"),  # Hydra's words, without its traceback
     (["seed=${nope}"], "seed: Interpolation key 'nope' not found"),
+    (["seed=null"], "seed=null: expected a value"),
+    (["tracking.uri=runs.db"], "tracking.uri=runs.db is a path, which MLflow takes for a file store"),
 ]
 
 
@@ -320,7 +322,7 @@ def test_two_sweeps_write_one_store_at_once(tmp_path):
 
 def test_own_edge_list_and_its_errors(tmp_path):
     graph = tmp_path / "ring.txt"
-    graph.write_text("".join(f"n{i} n{(i + 1) % 30}\nn{i} n{(i + 7) % 30}\n" for i in range(30)))
+    graph.write_text("".join(f"n{i} n{(i + 1) % 30}\n" + f"n{i} n{(i + 7) % 30}\n" * (i % 3 == 0) for i in range(30)))
     ok = igel_run("dataset=edgelist", f"dataset.path={graph}", "dataset.node_ids=token", *QUICK, cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr
     bad = tmp_path / "bad.txt"
@@ -331,6 +333,17 @@ def test_own_edge_list_and_its_errors(tmp_path):
         f"igel-run: error: {bad}:2: node id 'three' is not an integer (set dataset.node_ids=token for arbitrary ids)"
     )
     assert sorted(runs(tmp_path).status) == ["FAILED", "FINISHED"]
+
+
+def test_relative_paths_name_the_launch_folder_under_hydra_job_chdir(tmp_path):
+    chords = "".join(f"{i} {(i + 1) % 30}\n" + f"{i} {(i + 7) % 30}\n" * (i % 3 == 0) for i in range(30))
+    (tmp_path / "ring.txt").write_text(chords)
+    ran = igel_run(
+        "dataset=edgelist", "dataset.path=ring.txt", "hydra.job.chdir=true", "hydra.run.dir=out", *QUICK, cwd=tmp_path
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert list(runs(tmp_path).status) == ["FINISHED"]  # in ./mlflow.db of the launch folder, not of out/
+    assert not (tmp_path / "out" / "mlflow.db").exists() and (tmp_path / "out" / ".hydra").is_dir()
 
 
 def test_unknown_experiment_lists_the_valid_ones(tmp_path):

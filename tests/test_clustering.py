@@ -35,6 +35,16 @@ def test_kmeans_picks_the_planted_number_of_clusters():
     assert len(set(zip(selection.best_labels, labels, strict=True))) == 4  # the same partition
 
 
+def test_kmeans_makes_no_more_clusters_than_distinct_embeddings(recwarn, caplog):
+    graph, labels = planted()
+    embeddings = np.eye(4)[labels % 3]  # three distinct points: KMeans at k > 3 would leave clusters empty
+    assert kmeans_by_modularity(graph, embeddings, list(range(2, 8)), seed=0).ks == [2, 3]
+    assert not [warning for warning in recwarn if "distinct clusters" in str(warning.message)]
+    assert caplog.messages == ["KMeans: the embeddings hold 3 distinct points, so k goes up to 3 only"]
+    with pytest.raises(ConfigError, match="task.k_min=5: the embeddings hold 3 distinct points"):
+        kmeans_by_modularity(graph, embeddings, [5, 6], seed=0)
+
+
 def test_louvain_finds_the_planted_groups():
     graph, labels = planted()
     membership, modularity = louvain(graph)

@@ -1,3 +1,5 @@
+import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from igel_exp.models import (
     GatheredNegatives,
     IGELEmbedding,
     TableNegatives,
+    distinct_ids,
     embed_all,
     sum_rows_by,
     walk_skipgram_gradients,
@@ -33,6 +36,7 @@ from igel_exp.training import (
     compiles,
     resolve_device,
     seed_everything,
+    set_threads,
 )
 from igel_exp.walks import END, CSRGraph, DeviceWalker, epoch_walks
 
@@ -594,3 +598,26 @@ def test_a_larger_batch_never_takes_a_run_below_min_steps():
     assert batch_scale_for(4, 3_670) == 3  # Facebook's 10 epochs
     assert batch_scale_for(4, 770) == 1  # the Les Misérables clustering keeps the authors' batches
     assert batch_scale_for(4, 100_000) == 4
+
+
+def test_more_threads_than_cpus_are_the_cpus_with_a_warning(caplog):
+    before = torch.get_num_threads()
+    try:
+        with caplog.at_level(logging.WARNING, logger="igel_exp.training"):
+            set_threads(100_000)
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        assert torch.get_num_threads() == cpus
+        assert caplog.messages == [f"threads=100000 is more than this machine's {cpus} CPUs: using {cpus}"]
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_distinct_ids_are_torch_uniques(dtype):
+    generator = torch.Generator().manual_seed(0)
+    for n_ids, count in [(1, 3), (50, 10), (18_772, 13_000)]:
+        ids = torch.randint(n_ids, (count,), generator=generator, dtype=dtype)
+        rows, index = distinct_ids(ids, n_ids)
+        expected_rows, expected_index = torch.unique(ids, return_inverse=True)
+        assert rows.dtype == expected_rows.dtype and torch.equal(rows, expected_rows)
+        assert index.dtype == expected_index.dtype and torch.equal(index, expected_index)

@@ -367,3 +367,8 @@ def test_an_output_folder_or_a_store_that_is_not_one_is_one_line(correlations, t
     assert report_main([*folder, "--tracking-uri", f"sqlite:///{junk}"]) == 1
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"igel-report: error: cannot read the MLflow store sqlite:///{junk} (")
+    assert report_main([*folder, "--tracking-uri", str(junk)]) == 1  # a path without sqlite:///
+    assert capsys.readouterr().err == (
+        f"igel-report: error: tracking.uri={junk} is a path, which MLflow takes for a file store, one it no longer"
+        f" opens: for a sqlite store write sqlite:///{junk}\n"
+    )

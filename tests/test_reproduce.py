@@ -76,6 +76,11 @@ def test_an_interrupted_reproduction_resumes_where_it_stopped(experiments_dir, s
         ("1", "FINISHED"),
         ("2", "FAILED"),
     ]
+    everything = mlflow.search_runs(search_all_experiments=True)
+    parents = everything[everything[f"tags.{REPRODUCE_TAG}"].notna()]
+    assert list(zip(parents.status, parents["tags.error"], strict=True)) == [
+        ("KILLED", "igel-reproduce stopped before the plan's last job (interrupted)")
+    ]
 
     resumed = []
     monkeypatch.setattr(clustering, "centrality_correlations", lambda *a, **k: resumed.append(1) or evaluate(*a, **k))

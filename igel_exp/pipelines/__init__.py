@@ -18,7 +18,7 @@ from igel_exp import schema
 from igel_exp.data import DataContext, check_dataset, resolve_data_root
 from igel_exp.errors import BudgetError, ConfigError, IgelError, first_line
 from igel_exp.protocol import check_protocol
-from igel_exp.training import resolve_device, seed_everything
+from igel_exp.training import resolve_device, seed_everything, set_threads
 
 Pipeline = Callable[[DictConfig], dict[str, float]]
 Check = Callable[[DictConfig], None]
@@ -78,8 +78,7 @@ def run(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
     if not config.progress:  # MLflow draws bars of its own when a run downloads artifacts (reused embeddings)
         os.environ[MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name] = "false"
     seed_everything(config.seed, config.trainer.get("deterministic", True))
-    if config.get("threads"):
-        torch.set_num_threads(int(config.threads))
+    set_threads(config.get("threads"))
     try:
         return PIPELINES[config.task.name](config)
     except (MemoryError, RuntimeError) as error:  # torch's CPU allocator raises RuntimeError, CUDA's a subclass
@@ -87,7 +86,7 @@ def run(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
         if asked is None:
             raise
         raise BudgetError(
-            f"out of memory ({asked}): a smaller trainer.dim, trainer.batch_size or graph needs less"
+            f"out of memory ({asked}): a smaller trainer.dim, trainer.batch_size, trainer.negatives or graph needs less"
         ) from None
 
 

@@ -11,7 +11,6 @@ import logging
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-import torch
 from omegaconf import DictConfig
 
 from igel_exp import schema
@@ -21,6 +20,7 @@ from igel_exp.pipelines import data_context
 from igel_exp.pipelines.common import Stages, load
 from igel_exp.saved_model import IGELModel
 from igel_exp.tracking import tracked_run
+from igel_exp.training import set_threads
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +33,7 @@ def embed(config: DictConfig) -> dict[str, float]:
     schema.check(config)
     config = schema.plain(config)
     check_dataset(config.dataset, data_context(config))
-    if config.get("threads"):
-        torch.set_num_threads(int(config.threads))
+    set_threads(config.get("threads"))
     stages = Stages()
     with stages("load_model"):
         model = source_model(str(config.source_run), config.tracking.uri)

@@ -3,6 +3,7 @@ Louvain for comparison, and the correlation of node-to-neighbours similarity wit
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import igraph as ig
@@ -12,6 +13,8 @@ from sklearn.cluster import KMeans
 
 from igel_exp.encoding import adjacency
 from igel_exp.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 CENTRALITIES = ("pagerank", "betweenness", "closeness", "degree")
 
@@ -34,12 +37,19 @@ class KMeansSelection:
 
 
 def kmeans_by_modularity(
-    graph: ig.Graph, embeddings: np.ndarray, ks: list[int], seed: int, n_init: int = 10
+    graph: ig.Graph, embeddings: np.ndarray, requested: list[int], seed: int, n_init: int = 10
 ) -> KMeansSelection:
-    """KMeans for every k in `ks`; the best k is the one whose clusters have the highest modularity."""
-    ks = [k for k in ks if 1 <= k <= len(embeddings)]
+    """KMeans for every k `requested` up to the number of distinct embeddings (KMeans cannot make more clusters than
+    points: it warns and leaves some empty); the best k is the one whose clusters have the highest modularity."""
+    distinct = len(np.unique(embeddings, axis=0))
+    ks = [k for k in requested if 1 <= k <= distinct]
     if not ks:
-        raise ConfigError(f"task.k_min..task.k_max leave no k between 1 and the {len(embeddings)} nodes")
+        raise ConfigError(
+            f"task.k_min={min(requested)}: the embeddings hold {distinct} distinct points (nodes encoded alike embed"
+            " alike), too few for that many clusters"
+        )
+    if len(ks) < len(requested):
+        log.warning("KMeans: the embeddings hold %d distinct points, so k goes up to %d only", distinct, distinct)
     labels, modularity = {}, []
     for k in ks:
         labels[k] = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit_predict(embeddings)
