@@ -140,16 +140,23 @@ def _raised_in_hydra(error: BaseException) -> bool:
 
 
 class SweepCheck(Callback):
-    """Checks every job of an `igel-run -m` sweep before the first one starts, and before the sweep's MLflow store and
-    parent run are made (conf/config.yaml lists it first): a bad value in the tenth job stops the sweep at once, with
-    one line, not after nine runs. Sweepers other than Hydra's basic one expand their sweeps themselves: their jobs
-    are each checked before their run only."""
+    """Checks every job of an `igel-run -m` (or `igel-embed -m`: `program`) sweep before the first one starts, and
+    before the sweep's MLflow store and parent run are made (conf/config.yaml and conf/embed.yaml list it first): a
+    bad value in the tenth job stops the sweep at once, with one line, not after nine runs. Sweepers other than Hydra's
+    basic one expand their sweeps themselves: their jobs are each checked before their run only."""
+
+    def __init__(self, program: str = "igel-run"):
+        self.program = program
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if config.hydra.sweeper.get("_target_") != BASIC_SWEEPER:
             return
         from igel_exp import pipelines
+        from igel_exp.pipelines import embed
         from igel_exp.plan import shown, sweep_jobs
+
+        check = embed.check if self.program == "igel-embed" else pipelines.check
+        prefix = f"{self.program}: error:"
 
         # SystemExit: Hydra turns a callback's exceptions into warnings and goes on
         try:
@@ -159,16 +166,16 @@ class SweepCheck(Callback):
             for overrides, job in sweep_jobs(config):  # composition errors name the job's overrides
                 jobs += 1
                 try:
-                    pipelines.check(job)
+                    check(job)
                 except IgelError as error:
-                    sys.exit(f"igel-run: error: the job {shown(overrides)}: {error}")
+                    sys.exit(f"{prefix} the job {shown(overrides)}: {error}")
                 unused &= set(not_taken(job, given))
             if not jobs:
-                sys.exit("igel-run: error: the sweep has no jobs (a sweep over an empty range or list?)")
+                sys.exit(f"{prefix} the sweep has no jobs (a sweep over an empty range or list?)")
             for key in (key for key in given if key in unused):
-                sys.exit(f"igel-run: error: no job of the sweep takes {key}; {taken_by(key)}")
+                sys.exit(f"{prefix} no job of the sweep takes {key}; {taken_by(key)}")
         except (HydraException, OmegaConfBaseException, IgelError) as error:
-            sys.exit(f"igel-run: error: {describe(error)}")
+            sys.exit(f"{prefix} {describe(error)}")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from hydra import compose, initialize_config_module
 from test_cli import QUICK, runs
 
 from igel_exp import pipelines
+from igel_exp.cli import embed as embed_main
 from igel_exp.errors import IgelError, ModelError
 from igel_exp.pipelines.common import load
 from igel_exp.pipelines.embed import embed
@@ -64,6 +65,24 @@ def test_a_bad_embed_config_fails_in_one_line_before_any_run(store_uri, override
         embed(embed_config("source_run=nope", *overrides))
     client = mlflow.MlflowClient(store_uri)
     assert client.search_runs([experiment.experiment_id for experiment in client.search_experiments()]) == []
+
+
+def test_a_bad_job_stops_an_embed_sweep_before_its_store_and_its_first_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    (tmp_path / "good.txt").write_text("0 1\n1 2\n2 0\n")
+    here = ["hydra.run.dir=.", "hydra.sweep.dir=multirun", "hydra.output_subdir=null", "hydra/job_logging=none"]
+    sweep = ["-m", *here, "source_run=nope"]  # checked before any model is loaded
+    for args, line in [
+        (["dataset.path=good.txt,missing.txt"], "the job source_run=nope dataset.path=missing.txt: missing.txt: edge"),
+        (["dataset.path=good.txt", "seed=0,-1"], "the job source_run=nope dataset.path=good.txt seed=-1: seed=-1:"),
+        (["dataset.path=good.txt", "dataset.num_nodes=5"], "no job of the sweep takes dataset.num_nodes;"),
+    ]:
+        with pytest.MonkeyPatch.context() as patch, pytest.raises(SystemExit) as exited:
+            patch.setattr(sys, "argv", ["igel-embed", *sweep, *args])
+            embed_main()
+        assert exited.value.code.startswith(f"igel-embed: error: {line}"), exited.value.code
+    assert not (tmp_path / "mlflow.db").exists()  # no run, not even a store
 
 
 @pytest.mark.slow

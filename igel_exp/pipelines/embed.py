@@ -27,12 +27,19 @@ log = logging.getLogger(__name__)
 SOURCE_RUN_TAG = "igel.source_run"  # the run (or folder) whose model made the embeddings
 
 
-def embed(config: DictConfig) -> dict[str, float]:
-    """Embed `dataset` with the model of `source_run`; logs embeddings.npy, nodes.csv and the clamped nodes. The
-    config is checked first, as igel-run's (its keys' types and ranges, the dataset's files): a bad one makes no run."""
+def check(config: DictConfig) -> DictConfig:
+    """What can be checked before the model is loaded and the run starts, as igel-run's pipelines.check does (the
+    keys' types and ranges, the dataset's files); then the config as embed reads it."""
     schema.check(config)
     config = schema.plain(config)
     check_dataset(config.dataset, data_context(config))
+    return config
+
+
+def embed(config: DictConfig) -> dict[str, float]:
+    """Embed `dataset` with the model of `source_run`; logs embeddings.npy, nodes.csv and the clamped nodes. The
+    config is checked first (check): a bad one makes no run."""
+    config = check(config)
     set_threads(config.get("threads"))
     stages = Stages()
     with stages("load_model"):
