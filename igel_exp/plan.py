@@ -30,7 +30,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from igel_exp.errors import ConfigError, first_line
+from igel_exp.errors import ConfigError
 from igel_exp.identity import config_hash
 from igel_exp.protocol import DEFAULT as DEFAULT_PROTOCOL
 from igel_exp.protocol import check_protocol
@@ -396,7 +396,7 @@ def _expand(arguments: list[str], where: str) -> list[list[str]]:
         parsed = OverridesParser.create().parse_overrides(arguments)
         [batches] = BasicSweeper.split_arguments(parsed, None)
     except HydraException as error:
-        raise ConfigError(f"{where}: {first_line(error)}") from None
+        raise ConfigError(f"{where}: {describe(error)}") from None
     return batches
 
 

@@ -36,7 +36,7 @@ from typing import Any, Optional
 import yaml
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import HydraException, MissingConfigException
+from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -613,6 +613,12 @@ def describe(error: BaseException) -> str:
     say which (their own messages take four to twenty lines)."""
     if isinstance(error, MissingConfigException) and error.options:
         return f"{first_line(error)}; available: {', '.join(error.options)}"
+    if isinstance(error, OverrideParseException):  # `LexerNoViableAltException: name=é`, naming only the parser
+        override = re.sub(r"^\w+Exception: ", "", first_line(error))
+        return (
+            f"{override}: Hydra's override grammar cannot read it; quote a value that holds spaces or characters"
+            " such as é (key='value')"
+        )
     cause = error.__cause__ if isinstance(error.__cause__, OmegaConfBaseException) else error
     text = f"{error}\n{cause}"
     key = getattr(cause, "full_key", None) or _find(r"full_key: (\S+)", text)

@@ -86,6 +86,7 @@ INVALID = [
     (["seed=${nope}"], "seed: Interpolation key 'nope' not found"),
     (["seed=null"], "seed=null: expected a value"),
     (["tracking.uri=runs.db"], "tracking.uri=runs.db is a path, which MLflow takes for a file store"),
+    (["name=é"], "name=é: Hydra's override grammar cannot read it; quote a value that holds spaces or characters"),
 ]
 
 

@@ -26,12 +26,13 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from igel_exp import pipelines
-from igel_exp.errors import ConfigError, DataError, first_line
+from igel_exp.errors import ConfigError, DataError
 from igel_exp.identity import HASH_TAG, NOT_IDENTITY, config_hash
 from igel_exp.pipelines.common import Stages, load
 from igel_exp.pipelines.embed import SOURCE_RUN_TAG, inductive_metrics
 from igel_exp.pipelines.link_prediction import configured_split
 from igel_exp.saved_model import ARTIFACT, IGELModel
+from igel_exp.schema import describe
 from igel_exp.tasks.link_prediction import link_prediction_scores
 from igel_exp.tracking import PARENT_RUN_ENV, store_call, tracked_run, tracking_uri, use_store
 
@@ -111,7 +112,7 @@ def link_prediction_config_of(config: DictConfig) -> DictConfig:
         source = compose_packaged(overrides)
     except (HydraException, OmegaConfBaseException) as error:
         raise ConfigError(
-            f"task.source={task.source} task.source_overrides={list(task.source_overrides)}: " + first_line(error)
+            f"task.source={task.source} task.source_overrides={list(task.source_overrides)}: " + describe(error)
         ) from None
     for key in NOT_IDENTITY:
         value = OmegaConf.select(config, key, default=_ABSENT)
