@@ -321,9 +321,16 @@ def test_two_sweeps_write_one_store_at_once(tmp_path):
     assert sorted(jobs.groupby("tags.igel.sweep")["params.trainer.dim"].apply(sorted)) == [["4", "4"], ["6", "6"]]
 
 
+def chorded_ring(prefix: str = "") -> str:
+    """An edge list: a ring of 30 nodes with a chord at every third, so that not all of them encode alike (on a
+    regular graph they would, and KMeans would find one distinct point)."""
+    ring = [f"{prefix}{i} {prefix}{(i + 1) % 30}\n" for i in range(30)]
+    return "".join(ring + [f"{prefix}{i} {prefix}{(i + 7) % 30}\n" for i in range(0, 30, 3)])
+
+
 def test_own_edge_list_and_its_errors(tmp_path):
     graph = tmp_path / "ring.txt"
-    graph.write_text("".join(f"n{i} n{(i + 1) % 30}\n" + f"n{i} n{(i + 7) % 30}\n" * (i % 3 == 0) for i in range(30)))
+    graph.write_text(chorded_ring("n"))
     ok = igel_run("dataset=edgelist", f"dataset.path={graph}", "dataset.node_ids=token", *QUICK, cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr
     bad = tmp_path / "bad.txt"
@@ -337,8 +344,7 @@ def test_own_edge_list_and_its_errors(tmp_path):
 
 
 def test_relative_paths_name_the_launch_folder_under_hydra_job_chdir(tmp_path):
-    chords = "".join(f"{i} {(i + 1) % 30}\n" + f"{i} {(i + 7) % 30}\n" * (i % 3 == 0) for i in range(30))
-    (tmp_path / "ring.txt").write_text(chords)
+    (tmp_path / "ring.txt").write_text(chorded_ring())
     ran = igel_run(
         "dataset=edgelist", "dataset.path=ring.txt", "hydra.job.chdir=true", "hydra.run.dir=out", *QUICK, cwd=tmp_path
     )
