@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from igel_exp.errors import ConfigError
-from igel_exp.walks import positive_pairs
+from igel_exp.walks import positive_pairs, widest_window
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
 
@@ -387,7 +387,7 @@ def walk_skipgram_gradients(
     with respect to the walks' embeddings (w × s × d), and with respect to (a, b)).
     """
     w, s, dim = walks.shape
-    window = min(window, max(s - 1, 1))  # a wider window holds no more pairs, only padding
+    window = widest_window(window, s)
     size = min(s, 2 * window)
     blocks = -(-s // size)
     padded = F.pad(walks, (0, 0, window, blocks * size - s + window))  # zeros around the walk

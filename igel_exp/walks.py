@@ -120,6 +120,12 @@ def _biased_step(
     return step
 
 
+def widest_window(window: int, walk_length: int) -> int:
+    """The window as wide as a walk of `walk_length` positions can use: a wider one holds no more pairs, only
+    padding (trainer.window=1000000 over walks of 20 trains as window 19)."""
+    return min(window, max(walk_length - 1, 1))
+
+
 def positive_pairs(walk_length: int, window: int) -> int:
     """Skip-gram pairs (both orders) in one walk without dead ends: 2 Σ_{k=1..window} (s − k)."""
     return 2 * sum(walk_length - k for k in range(1, min(window, walk_length - 1) + 1))
@@ -249,7 +255,7 @@ class AuthorsPairs:
         """The stream of `walks`' pairs; with `labels`, each node n in it replaced by labels[n] (its feature row, for
         a model that scores pairs of rows), the negatives drawn among the other nodes all the same."""
         length = walks.shape[1]
-        window = min(window, max(length - 1, 1))  # a wider window holds no more pairs
+        window = widest_window(window, length)
         offsets = np.concatenate([np.arange(-window, 0), np.arange(1, window + 1)])
         around = np.arange(length)[:, None] + offsets  # [position, offset]: the context's position
         position, offset = np.nonzero((around >= 0) & (around < length))  # a walk's pairs, in the stream's order
