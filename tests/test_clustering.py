@@ -80,6 +80,22 @@ def test_identical_embeddings_rank_nodes_by_degree():
     assert result["spearman_degree_p"] < 1e-20
 
 
+def test_centralities_are_remembered_by_the_graphs_edges():
+    """A sweep's runs on one graph share its centralities; a graph with other edges (one fewer, or parallel ones: the
+    authors' Sister Cities graph) gets its own, and what a caller does to them stays with that caller."""
+    graph = small_graphs()["zachary"]
+    centralities(graph)["betweenness"][:] = -1
+    np.testing.assert_allclose(centralities(graph.copy())["betweenness"], graph.betweenness())
+    fewer, doubled = graph.copy(), graph.copy()
+    fewer.delete_edges([0])
+    doubled.add_edges(graph.get_edgelist()[:5])
+    for other in (fewer, doubled):
+        values = centralities(other)
+        np.testing.assert_allclose(values["betweenness"], other.betweenness())
+        np.testing.assert_allclose(values["degree"], other.degree())
+        assert not np.allclose(values["degree"], graph.degree())
+
+
 @pytest.mark.parametrize("name", ["disconnected", "with_isolated", "zachary", "tree"])
 def test_closeness_counts_unreachable_nodes_at_distance_n_as_igraph_0_7_did(name):
     graph = small_graphs()[name]
