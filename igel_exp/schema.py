@@ -642,6 +642,8 @@ def _describe_key(key: str, given: Any, text: str) -> str:
         return f"{shown}: expected one of {choices}"
     if _find(r"(is not Optional)", text):
         return f"{key}=null: expected a value"
+    if _find(r"(is not a ListConfig, list or tuple|Cannot merge DictConfig with ListConfig)", text):
+        return f"{_find(r'Error merging override (.+)', text) or shown}: expected a list, such as [a, b]"
     schema = _find(r"Key '[^']*' not in '([^']+)'", text)
     if schema:
         return f"{key} is not a setting of {schema}"

@@ -67,6 +67,14 @@ def test_the_schema_leaves_every_run_its_identity(compose_config):
         ),
         (["trainer.lrr=0.1"], "trainer.lrr is not a setting of SkipGramTrainer"),
         (
+            ["experiment=transfer_link_prediction", "task.source_overrides=5"],
+            "task.source_overrides=5: expected a list, such as [a, b]",
+        ),
+        (
+            ["experiment=transfer_link_prediction", "task.source_overrides={epochs:1}"],
+            "task.source_overrides={epochs:1}: expected a list, such as [a, b]",
+        ),
+        (
             ["trainer=supervised"],
             "trainer.walk_length is not a setting of SupervisedTrainer (set in experiment/clustering)",
         ),

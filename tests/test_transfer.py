@@ -74,6 +74,9 @@ def test_a_source_that_cannot_transfer_is_refused(compose_config, store_uri):
         pipelines.run(compose_config(*base, "task.source_overrides=['encoder=deepwalk']"))
     with pytest.raises(ConfigError, match=r"^task.source=nope task.source_overrides=\[\]: .*dataset/nope"):
         pipelines.run(compose_config(*base, "task.source=nope"))
+    for nested in ["[['trainer.epochs=1']]", "[epochs]"]:  # a list in the list, a bare word: not overrides
+        with pytest.raises(ConfigError, match=r"^task.source_overrides: .* is not an override: each item is one key="):
+            pipelines.run(compose_config(*base, f"task.source_overrides={nested}"))
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import re
 from collections.abc import Sequence
 
 import mlflow
@@ -102,11 +103,17 @@ def link_prediction_config_of(config: DictConfig) -> DictConfig:
     """A's link-prediction run: experiment=link_prediction with dataset=<task.source>, this run's seed and
     task.source_overrides; where and how it runs (the keys outside its identity) follow this run."""
     task = config.task
+    for item in map(str, task.source_overrides):
+        if not AN_OVERRIDE.fullmatch(item):  # a nested list, a bare word: Hydra would only say it cannot parse them
+            raise ConfigError(
+                f"task.source_overrides: {item!r} is not an override: each item is one key=value, as on the command"
+                " line (task.source_overrides=['trainer.epochs=1','encoder.distance=3'])"
+            )
     overrides = [
         f"experiment={SOURCE_EXPERIMENT}",
         f"dataset={task.source}",
         f"seed={config.seed}",
-        *[str(item) for item in task.source_overrides],
+        *map(str, task.source_overrides),
     ]
     try:
         source = compose_packaged(overrides)
@@ -122,6 +129,7 @@ def link_prediction_config_of(config: DictConfig) -> DictConfig:
 
 
 _ABSENT = object()
+AN_OVERRIDE = re.compile(r"~[\w.@/-]+(=.*)?|\+{0,2}[\w.@/-]+=.*", re.DOTALL)  # ~key, key=value, +key=value, ++key=value
 
 
 def own_config(config: DictConfig, source_config: DictConfig) -> DictConfig:
