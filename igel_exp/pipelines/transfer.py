@@ -103,7 +103,8 @@ def link_prediction_config_of(config: DictConfig) -> DictConfig:
     """A's link-prediction run: experiment=link_prediction with dataset=<task.source>, this run's seed and
     task.source_overrides; where and how it runs (the keys outside its identity) follow this run."""
     task = config.task
-    for item in map(str, task.source_overrides):
+    given = [str(item) for item in task.source_overrides]
+    for item in given:
         if not AN_OVERRIDE.fullmatch(item):  # a nested list, a bare word: Hydra would only say it cannot parse them
             raise ConfigError(
                 f"task.source_overrides: {item!r} is not an override: each item is one key=value, as on the command"
@@ -113,7 +114,7 @@ def link_prediction_config_of(config: DictConfig) -> DictConfig:
         f"experiment={SOURCE_EXPERIMENT}",
         f"dataset={task.source}",
         f"seed={config.seed}",
-        *map(str, task.source_overrides),
+        *given,
     ]
     try:
         source = compose_packaged(overrides)
