@@ -4,6 +4,8 @@
     python scripts/bench_gpu.py [--data-root DIR] [--device cuda] [--budget 540] [--repeats 3] [--only PART ...]
 
 Prints the device's name, then, each part skipped (saying so) when the time left in --budget cannot hold it:
+  tests        the maths tests on the device: `pytest tests/test_models.py tests/test_walks.py -k <device type>`
+               (their GPU variants, which CI cannot run), its summary line and any failures
   throughput   our trainer on Facebook's walks (d = 256, the authors' batches of 250,000 pairs), the IGEL model and
                free embeddings, with CUDA graphs, without them, with trainer.batch_scale=4, and the IGEL model with
                batch_scale=4 at trainer.precision=bfloat16; beside gensim on all the machine's cores; best of
@@ -19,18 +21,33 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
 import time
 import traceback
+from pathlib import Path
 
 import torch
 from bench_link_prediction import data_root, device_name, end_to_end, run_experiment, throughput
 
 from igel_exp.training import resolve_device
 
-PARTS = ("throughput", "facebook", "astroph", "scalability")
+PARTS = ("tests", "throughput", "facebook", "astroph", "scalability")
 # seconds each part needs at most on an H100/H200, twice what it took on an H200 (a part starts only when that much of
-# the budget is left); all four took 138 s there, the maths tests' cuda variants 12 s more
-NEEDS = {"throughput": 60, "facebook": 50, "astroph": 130, "scalability": 80}
+# the budget is left); the last four took 138 s there, the tests 12 s
+NEEDS = {"tests": 30, "throughput": 60, "facebook": 50, "astroph": 130, "scalability": 80}
+REPO = Path(__file__).resolve().parents[1]
+
+
+def maths_tests(device: torch.device) -> None:
+    """The device's variants of the maths tests, in a process of their own; their summary (and failures) printed."""
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", device.type, "-rf"]
+    result = subprocess.run(
+        [*command, "tests/test_models.py", "tests/test_walks.py"], cwd=REPO, capture_output=True, text=True
+    )
+    lines = result.stdout.strip().splitlines()
+    print("\n".join(line for line in lines if line.startswith("FAILED")) or "no failures")
+    print(f"maths tests on {device_name(device)}: {lines[-1] if lines else result.stderr.strip()[-300:]}", flush=True)
 
 
 def scalability(root, device: torch.device, nodes: int) -> None:
@@ -66,6 +83,7 @@ def main() -> None:
     print(f"device: {device_name(device)}; torch {torch.__version__}; {os.cpu_count()} CPU cores", flush=True)
     variants = ([], ["trainer.batch_scale=2"], ["trainer.batch_scale=4"])
     work = {  # each part's runs, each run on its own: a failure prints its traceback and the next run goes on
+        "tests": [lambda: maths_tests(device)],
         "throughput": [
             lambda: throughput(
                 root,
