@@ -41,10 +41,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 def maths_tests(device: torch.device) -> None:
     """The device's variants of the maths tests, in a process of their own; their summary (and failures) printed."""
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", device.type, "-rf"]
-    result = subprocess.run(
-        [*command, "tests/test_models.py", "tests/test_walks.py"], cwd=REPO, capture_output=True, text=True
-    )
+    files = ["tests/test_models.py", "tests/test_walks.py"]
+    command = [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", "-k", device.type, *files]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     lines = result.stdout.strip().splitlines()
     print("\n".join(line for line in lines if line.startswith("FAILED")) or "no failures")
     print(f"maths tests on {device_name(device)}: {lines[-1] if lines else result.stderr.strip()[-300:]}", flush=True)
