@@ -15,12 +15,12 @@ from __future__ import annotations
 import copy
 import logging
 import os
-import re
 from collections.abc import Sequence
 
 import mlflow
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from mlflow.entities import Run
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -103,13 +103,15 @@ def link_prediction_config_of(config: DictConfig) -> DictConfig:
     """A's link-prediction run: experiment=link_prediction with dataset=<task.source>, this run's seed and
     task.source_overrides; where and how it runs (the keys outside its identity) follow this run."""
     task = config.task
-    given = [str(item) for item in task.source_overrides]
+    given, parser = [str(item) for item in task.source_overrides], OverridesParser.create()
     for item in given:
-        if not AN_OVERRIDE.fullmatch(item):  # a nested list, a bare word: Hydra would only say it cannot parse them
+        try:  # one at a time: for a nested list or a bare word Hydra would only say it cannot parse the lot
+            parser.parse_overrides([item])
+        except HydraException:
             raise ConfigError(
                 f"task.source_overrides: {item!r} is not an override: each item is one key=value, as on the command"
                 " line (task.source_overrides=['trainer.epochs=1','encoder.distance=3'])"
-            )
+            ) from None
     overrides = [
         f"experiment={SOURCE_EXPERIMENT}",
         f"dataset={task.source}",
@@ -130,7 +132,6 @@ def link_prediction_config_of(config: DictConfig) -> DictConfig:
 
 
 _ABSENT = object()
-AN_OVERRIDE = re.compile(r"~[\w.@/-]+(=.*)?|\+{0,2}[\w.@/-]+=.*", re.DOTALL)  # ~key, key=value, +key=value, ++key=value
 
 
 def own_config(config: DictConfig, source_config: DictConfig) -> DictConfig:
