@@ -166,13 +166,17 @@ class Table:
             tally += f"; a run exchangeable with ours would match {expected}"
         # the bar: MATCHED_SHARE of what a perfect reproduction matches (every cell, where seeds are too few to tell)
         reproduced = [p for p, (k, n) in counts.items() if n and k >= MATCHED_SHARE * chances.get(p, n)]
+        unmeasured = [_protocol_name(p) for p, (_, n) in counts.items() if not n]  # neither matched nor missed
+        if unmeasured:
+            tally += f"; no runs yet: {', '.join(unmeasured)}"
         reasons = self.plan.spec.verdict
         if DEFAULT_PROTOCOL in reproduced:
             return f"reproduced ({tally})"
         if reproduced:
             why = f": {reasons['authors']}" if "authors" in reasons else ""
-            return f"reproduced only on the authors' path ({tally}){why}"
-        ruled_out = f"; ruled out: {reasons['ruled_out']}" if "ruled_out" in reasons else ""
+            only = " only" if counts.get(DEFAULT_PROTOCOL, (0, 0))[1] else ""  # the faithful path ran, and missed
+            return f"reproduced{only} on the authors' path ({tally}){why}"
+        ruled_out = f"; ruled out: {reasons['ruled_out']}" if "ruled_out" in reasons and not unmeasured else ""
         return f"not reproduced ({tally}){ruled_out}"
 
 

@@ -6,6 +6,7 @@ import ctypes
 import ctypes.util
 import functools
 import logging
+import math
 import os
 import random
 import shutil
@@ -117,6 +118,9 @@ def keep_freed_memory() -> None:
 
 LOGIT_INITS = ("fixed", "uniform")
 BATCHINGS = ("walks", "buckets")
+BUCKETS_NEED_UNIFORM_NOISE = (
+    "trainer.batching=buckets draws its negatives uniformly, as the authors did: trainer.noise=uniform"
+)
 
 
 MIN_STEPS = 1000  # Adam steps that a larger batch (batch_scale) never takes a run below
@@ -218,9 +222,7 @@ class SkipGramTrainer:
         if batching not in BATCHINGS:
             raise ConfigError(f"trainer.batching={batching!r} is not one of {', '.join(BATCHINGS)}")
         if batching == "buckets" and noise is not None:
-            raise ConfigError(
-                "trainer.batching=buckets draws its negatives uniformly, as the authors did: trainer.noise=uniform"
-            )
+            raise ConfigError(BUCKETS_NEED_UNIFORM_NOISE)
         self.epochs = epochs
         self.batch_size = batch_size * batch_scale
         self.lr = lr
@@ -283,6 +285,8 @@ class SkipGramTrainer:
                 loss, pairs = step.mean_loss(), step.pairs()
                 if pairs == 0:
                     raise ConfigError("the walks produced no skip-gram pairs: the graph has no edges")
+                if not math.isfinite(loss):  # W is no embedding any more: stop here, not in the task's NaN error
+                    raise ConfigError(f"training diverged in epoch {epoch} (loss {loss}): lower trainer.lr={self.lr:g}")
                 history.append(loss)
                 log.info("epoch %d/%d: loss %.5f over %d positive pairs", epoch, self.epochs, loss, pairs)
                 if on_epoch is not None:
@@ -341,7 +345,9 @@ class _SkipGramStep:
     def __init__(self, trainer: SkipGramTrainer, model: IGELEmbedding | FreeEmbedding):
         self.trainer, self.model = trainer, model
         device = trainer.device
-        start = torch.tensor([1.0, 0.0]) if trainer.logit_init == "fixed" else torch.rand(2) * 2 - 1
+        # without logit_affine the logit is the plain dot product: scale 1, bias 0, whatever logit_init says
+        drawn = trainer.logit_affine and trainer.logit_init == "uniform"
+        start = torch.rand(2) * 2 - 1 if drawn else torch.tensor([1.0, 0.0])
         self.affine = start.to(device)  # the logit's scale and bias
         self.optimiser = _FusedAdam([model.weight, self.affine] if trainer.logit_affine else [model.weight], trainer.lr)
         self.generator = torch.Generator(device=device).manual_seed(trainer.seed)

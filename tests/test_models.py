@@ -456,6 +456,15 @@ def test_the_authors_batches_are_another_training_and_keep_the_uniform_noise():
         SkipGramTrainer(**settings, batching="buckets", noise=np.ones(graph.vcount()))
 
 
+def test_a_diverged_training_is_one_line_naming_the_learning_rate():
+    """A loss that is no number leaves W no embedding: the run stops there, not in the task's NaN error."""
+    neighbours = CSRGraph.from_igraph(small_graphs()["zachary"])
+    trainer = SkipGramTrainer(2, 200, 1e30, 2, 2, torch.device("cpu"), seed=0, progress=False)
+    diverged = r"^training diverged in epoch 1 \(loss (nan|inf)\): lower trainer.lr=1e\+30$"
+    with pytest.raises(ConfigError, match=diverged):
+        trainer.fit(FreeEmbedding(34, 4), lambda rng: epoch_walks(neighbours, 1, 10, rng))
+
+
 @pytest.mark.parametrize("distinct", [False, True], ids=["nodes", "distinct rows"])
 @pytest.mark.parametrize(
     "pairs", [5, 60, 600, 6000], ids=["a row per id", "every node's table", "dots from the Gram", "every two rows"]

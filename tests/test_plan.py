@@ -68,6 +68,10 @@ def test_skip_leaves_the_matching_jobs_of_the_cross_product_out(experiments_dir)
     kept = [(job.config.encoder.distance, job.config.trainer.dim, job.config.seed) for job in plan.jobs]
     assert kept == [(1, 4, 0), (1, 4, 1), (1, 8, 0), (1, 8, 1), (2, 4, 0), (2, 4, 1)]
     assert plan.skipped == 2
+    # overrides that leave only skipped jobs: said so, not blamed on the file's rows (no job has their keys)
+    with pytest.raises(ConfigError, match=r"^cut.yaml: reproduce.skip leaves out every job of the sweep with"
+                       r" encoder.distance=2 trainer.dim=8: nothing to run$"):  # fmt: skip
+        load_plan(experiments_dir.folder / "cut.yaml", overrides=["encoder.distance=2", "trainer.dim=8"])
 
 
 def test_tables_are_chosen_by_file_name_paper_label_or_all(experiments_dir):

@@ -188,6 +188,20 @@ def test_the_logit_starts_fixed_or_uniform_from_torch_seed():
         SkipGramTrainer(1, 10, 0.1, 1, 1, torch.device("cpu"), seed=0, logit_init="normal")
 
 
+def test_without_the_affine_logit_its_start_is_no_setting():
+    """logit_affine=false is σ(e_t·e_o): a uniform start would be a fixed random scale and bias in every logit."""
+    losses = set()
+    for logit_init in ("fixed", "uniform"):
+        model = FreeEmbedding(34, 4)
+        with torch.no_grad():
+            model.table.weight.copy_(torch.linspace(-1, 1, 34 * 4).reshape(-1, 4))
+        trainer = SkipGramTrainer(1, 2000, 1e-9, 2, 2, torch.device("cpu"), seed=0, logit_init=logit_init,
+                                  logit_affine=False, progress=False)  # fmt: skip
+        neighbours = CSRGraph.from_igraph(small_graphs()["zachary"])
+        losses.add(trainer.fit(model, lambda rng: epoch_walks(neighbours, 1, 10, rng))[0])  # noqa: B023
+    assert len(losses) == 1
+
+
 def induced_multigraph_counts(graph: ig.Graph, distance: int, width: int) -> list[Counter]:
     """The authors' encoding (src/structural.py@f1fd43d compute_degree_mapping, use_distances): per node, the
     (distance, degree) pairs of its ego graph as igraph's induced subgraph of the multigraph counts them."""

@@ -282,6 +282,11 @@ BOTH = {**CORRELATIONS, "verdict": {"authors": "their code did X", "ruled_out": 
         ([0.4996, 0.3], [0.45, 0.55], "reproduced (faithful 1/1, authors' path 1/1 cells within our range over seeds)"),
         ([0.1, 0.2], [0.6, 0.7], "not reproduced (faithful 0/1, authors' path 0/1 cells within our range over seeds);"
          " ruled out: Y and Z"),
+        # one protocol not run yet: it neither matched ("only") nor missed ("ruled out")
+        ([], [0.45, 0.55], "reproduced on the authors' path (faithful 0/0, authors' path 1/1 cells within our range"
+         " over seeds; no runs yet: faithful): their code did X"),
+        ([0.1, 0.2], [], "not reproduced (faithful 0/1, authors' path 0/0 cells within our range over seeds; no runs"
+         " yet: authors' path)"),
     ],
 )  # fmt: skip
 def test_both_protocols_are_shown_beside_the_paper_with_a_verdict(
@@ -293,12 +298,13 @@ def test_both_protocols_are_shown_beside_the_paper_with_a_verdict(
     store = Store(store_uri)
     values = {"faithful": faithful, "authors": authors}
     for job in plan.jobs:
-        store.log(job, {"spearman_pagerank": values[job.config.protocol][job.config.seed]})
+        if values[job.config.protocol]:
+            store.log(job, {"spearman_pagerank": values[job.config.protocol][job.config.seed]})
     assert report_main(["both", "--experiments", str(path.parent), "--tracking-uri", store_uri]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "| encoder.distance | PageRank paper | PageRank ours | PageRank ours (authors' path) |" in lines
     row = next(line for line in lines if line.startswith("| 1 |"))
-    assert row.count("(n=2)") == 2 and row.startswith("| 1 | 0.500 |")
+    assert row.count("(n=2)") == sum(bool(run) for run in values.values()) and row.startswith("| 1 | 0.500 |")
     assert row.count("✓") == verdict.count(" 1/1")  # a matched cell is marked, the one the verdict counts
     assert lines[-1] == f"Verdict: {verdict}"
 

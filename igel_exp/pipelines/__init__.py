@@ -18,7 +18,7 @@ from igel_exp import schema
 from igel_exp.data import DataContext, check_dataset, resolve_data_root
 from igel_exp.errors import BudgetError, ConfigError, IgelError, first_line
 from igel_exp.protocol import check_protocol
-from igel_exp.training import resolve_device, seed_everything, set_threads
+from igel_exp.training import BUCKETS_NEED_UNIFORM_NOISE, resolve_device, seed_everything, set_threads
 
 Pipeline = Callable[[DictConfig], dict[str, float]]
 Check = Callable[[DictConfig], None]
@@ -103,8 +103,16 @@ def out_of_memory(error: BaseException) -> str | None:
 
 @check_before("clustering", "link_prediction", "scalability", "sister_cities")
 def _skipgram_trainer(config: DictConfig) -> None:
-    if config.trainer.objective != "skipgram":
+    trainer = config.trainer
+    if trainer.objective != "skipgram":
         raise ConfigError(f"task={config.task.name} trains skip-gram embeddings: it needs trainer=skipgram")
+    if trainer.batching == "buckets" and trainer.noise != "uniform":  # before the run, not in it (SkipGramTrainer)
+        raise ConfigError(BUCKETS_NEED_UNIFORM_NOISE)
+    if trainer.precision != "float32" and config.encoder.name != "igel":
+        raise ConfigError(
+            f"trainer.precision={trainer.precision} applies to IGEL's products with W: encoder={config.encoder.name}"
+            " trains free embeddings, in float32"
+        )
 
 
 @check_before("clustering", "link_prediction", "node_classification", "sister_cities")
