@@ -125,6 +125,7 @@ class Table:
     missing: list[Missing]
     planned: int
     notes: list[str] = field(default_factory=list)
+    rerun: str = ""  # the options and overrides, as given, of the igel-reproduce that runs the missing jobs
 
     @property
     def complete(self) -> bool:
@@ -311,7 +312,7 @@ def planned_jobs(plan: Plan, finished: Mapping[str, StoredRun]) -> tuple[list[Jo
     return [job for job in plan.jobs if plan.selects(job) or job.point in wanted], sum(pending.values())
 
 
-def build_table(plan: Plan, runs: Iterable[StoredRun], notes: Sequence[str] = ()) -> Table:
+def build_table(plan: Plan, runs: Iterable[StoredRun], notes: Sequence[str] = (), rerun: str = "") -> Table:
     """The plan's table from the store's runs: paper, ours and Δ per cell; the planned runs that are missing."""
     runs = list(runs)
     finished = finished_by_hash(runs)
@@ -341,7 +342,7 @@ def build_table(plan: Plan, runs: Iterable[StoredRun], notes: Sequence[str] = ()
     planned, pending = planned_jobs(plan, finished)
     if pending:
         notes.append(f"{pending} more runs, the chosen points' other seeds, are planned once the selection has run")
-    return Table(plan, rows, cells, _missing(plan, planned, runs, finished), len(planned) + pending, notes)
+    return Table(plan, rows, cells, _missing(plan, planned, runs, finished), len(planned) + pending, notes, rerun)
 
 
 def _within(value: float, low: float, high: float, digits: int) -> bool:
@@ -530,10 +531,9 @@ def missing_lines(table: Table) -> list[str]:
     """'Missing k of n runs' and the runs, grouped by reason."""
     if not table.missing:
         return []
-    profile = " --profile quick" if table.plan.profile == "quick" else ""
-    lines = [
-        f"Missing {len(table.missing)} of {table.planned} runs (`igel-reproduce {table.plan.name}{profile}` runs them):"
-    ]
+    profile = "--profile quick" if table.plan.profile == "quick" else ""
+    command = " ".join(part for part in ["igel-reproduce", table.plan.name, profile, table.rerun] if part)
+    lines = [f"Missing {len(table.missing)} of {table.planned} runs (`{command}` runs them):"]
     by_reason: dict[str, list[str]] = {}
     for item in table.missing:
         by_reason.setdefault(item.reason, []).append(item.shown)

@@ -19,6 +19,7 @@ import copy
 import functools
 import logging
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -432,6 +433,13 @@ def _store(arguments: argparse.Namespace, overrides: list[str]) -> str:
     return tracking_uri(arguments.tracking_uri or (given[-1] if given else None))
 
 
+def _rerun(arguments: argparse.Namespace, overrides: list[str]) -> str:
+    """The options and overrides given, as igel-reproduce takes them: the command a table says runs its missing jobs."""
+    options = [("--experiments", arguments.experiments), ("--tracking-uri", arguments.tracking_uri)]
+    given = [f"{option} {shlex.quote(str(value))}" for option, value in options if value]
+    return " ".join([*given, *map(shlex.quote, overrides)])
+
+
 def _plans(arguments: argparse.Namespace, tables: list[str], overrides: list[str], errors: list[str]) -> list[Plan]:
     folder = arguments.experiments or default_experiments_dir()
     plans, failed = [], {}
@@ -546,7 +554,7 @@ def report_main(argv: Sequence[str] | None = None) -> int:
             print(f"igel-report: no MLflow store at {uri} (--tracking-uri, $MLFLOW_TRACKING_URI)", file=sys.stderr)
         _close_stale_runs(uri)
         runs = _RunCache(uri)
-        _write([build_table(plan, runs(plan)) for plan in plans], arguments)
+        _write([build_table(plan, runs(plan), rerun=_rerun(arguments, overrides)) for plan in plans], arguments)
     return _fail("igel-report", errors)
 
 
@@ -587,7 +595,8 @@ def reproduce_main(argv: Sequence[str] | None = None) -> int:
             for message in outcome.data_missing:
                 print(f"igel-reproduce: {name}: data missing: {message}", file=sys.stderr)
         runs = _RunCache(uri)  # read after the jobs: they added runs
-        _write([build_table(plan, runs(plan), outcomes[plan.name].notes()) for plan in plans], arguments)
+        rerun = _rerun(arguments, [*launch, *overrides])
+        _write([build_table(plan, runs(plan), outcomes[plan.name].notes(), rerun) for plan in plans], arguments)
     return _fail("igel-reproduce", errors)
 
 

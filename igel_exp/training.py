@@ -372,7 +372,7 @@ class _SkipGramStep:
     def fallbacks(self) -> dict[str, str]:
         """trainer.compile and trainer.cuda_graphs where asked for and not applied (for some batch shape), and why."""
         why = {
-            "trainer.compile": self.compiled_step and self.compiled_step.failure,
+            "trainer.compile": self.compiled_step and (self.compiled_step.failure or self.compiled_step.unused()),
             "trainer.cuda_graphs": self.capture_failure,
         }
         return {key: reason for key, reason in why.items() if reason is not None}
@@ -499,13 +499,16 @@ class CompiledStep:
         self.function = function
         self.compiled: Callable | None = torch.compile(function, fullgraph=True, dynamic=False)
         self.failure: str | None = None  # why it runs eagerly, once it does
+        self.ran = False  # whether a step ran compiled
         # the step's per-shape constants are cached pure functions, which Dynamo traces through (and says so)
         warnings.filterwarnings("ignore", message="Dynamo detected a call to a `functools.lru_cache`")
 
     def __call__(self, *args):
         if self.compiled is not None:
             try:
-                return self.compiled(*args)
+                result = self.compiled(*args)
+                self.ran = True
+                return result
             except torch._dynamo.exc.TorchDynamoException as error:  # what compiling raises, Inductor's errors too
                 interrupt = _interrupt_in(error)
                 if interrupt is not None:  # a memory budget's signal that landed while it compiled
@@ -514,6 +517,12 @@ class CompiledStep:
                 log.warning("trainer.compile: %s", self.failure)
                 self.compiled = None
         return self.function(*args)
+
+    def unused(self) -> str | None:
+        """Why no step ran compiled though none failed to: none was of the kind it compiles."""
+        if self.ran:
+            return None
+        return "no step was of the kind it compiles (an IGEL model whose negatives stay rows of X): all ran eagerly"
 
 
 def _interrupt_in(error: BaseException) -> IgelError | None:

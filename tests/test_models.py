@@ -304,6 +304,18 @@ def test_a_compiled_step_trains_as_the_eager_one(monkeypatch, caplog):
     np.testing.assert_allclose(compiled, eager, rtol=0, atol=1e-4 * np.abs(eager).max())
 
 
+def test_a_run_none_of_whose_steps_compile_says_so():
+    """trainer.compile=true where no step is of the kind it compiles (free embeddings): the run's record says the steps
+    ran eagerly, as it says where compiling failed."""
+    csr = CSRGraph.from_igraph(small_graphs()["zachary"])
+    trainer = SkipGramTrainer(1, 150, 0.05, 3, 2, torch.device("cpu"), seed=1, progress=False, compiled=True)
+    trainer.fit(FreeEmbedding(34, 4), lambda rng: epoch_walks(csr, 1, 10, rng))
+    assert trainer.fallbacks == {
+        "trainer.compile": "no step was of the kind it compiles (an IGEL model whose negatives stay rows of X): all ran"
+        " eagerly"
+    }
+
+
 def test_a_step_that_cannot_be_compiled_runs_eagerly_with_a_warning(caplog):
     def step(x: torch.Tensor) -> torch.Tensor:
         return x * 2 if float(x.sum()) > 0 else x  # a branch on a value: no single graph

@@ -147,7 +147,9 @@ def test_markdown_shows_paper_ours_and_difference_and_what_is_missing(correlatio
     assert "| encoder.distance | PageRank paper | PageRank ours | PageRank Δ |" in lines
     assert "| 1 | 0.500 | 0.700 ± 0.200 (n=3) ✓ | +0.200 |" in lines  # ✓: 0.5 within 0.5–0.9
     assert "| 2 | — | 0.300 (n=1) | — |" in lines
-    assert "Missing 2 of 6 runs (`igel-reproduce correlations` runs them):" in lines
+    # the command as given: copied, it runs the missing jobs into this store, not a full sweep into ./mlflow.db
+    rerun = f"igel-reproduce correlations --experiments {folder} --tracking-uri {uri}"
+    assert f"Missing 2 of 6 runs (`{rerun}` runs them):" in lines
     assert "- 1 failed (DataError: graph.txt is missing): encoder.distance=2 seed=0" in lines
     assert "- 1 not run: encoder.distance=2 seed=2" in lines
 
@@ -159,7 +161,8 @@ def test_quick_profile_is_named_in_the_header(correlations, capsys):
     assert text.startswith("### Correlations (correlations) — quick profile\n")
     assert "Quick profile (trainer.epochs=1, trainer.walk_length=10, progress=false, threads=1)" in text
     assert "| 1 | 0.500 | 5.000 (n=1) | +4.500 |" in text  # the quick run, and only it
-    assert "Missing 5 of 6 runs (`igel-reproduce correlations --profile quick` runs them):" in text
+    rerun = f"igel-reproduce correlations --profile quick --experiments {plan.path.parent}"
+    assert f"Missing 5 of 6 runs (`{rerun}` runs them):" in text
 
 
 def test_csv_has_one_line_per_cell_with_raw_numbers(correlations, tmp_path):

@@ -58,6 +58,7 @@ def test_a_run_whose_step_could_not_be_compiled_says_so_in_a_tag(compose_config,
     assert run.status == "FINISHED"
     assert tags["fallback.trainer.compile"].startswith("the step runs eagerly, it could not be compiled: ")
     assert "fallback.trainer.cuda_graphs" not in tags
+    assert mlflow.get_run(run.run_id).data.metrics["compiled"] == 0.0  # how it ran, not what it asked
 
 
 # --- per-stage time and peak memory --------------------------------------------------------------------------

@@ -150,7 +150,7 @@ def train_unsupervised(
     neighbours = CSRGraph.from_igraph(graph)
     trainer = skipgram_trainer(trainer_config, neighbours, device, config.seed, config.progress)
     scale = trainer.batch_size // trainer_config.batch_size
-    logger.metrics({"batch_scale_used": scale, "compiled": float(trainer.compiled)})
+    logger.metrics({"batch_scale_used": scale})
 
     walker = DeviceWalker(neighbours, device, config.seed) if device.type != "cpu" else None
     walk_settings = dict(
@@ -174,6 +174,7 @@ def train_unsupervised(
         )
     stages.exclude("train", "walks")  # walks are drawn lazily inside training
     logger.tags({f"fallback.{key}": why for key, why in trainer.fallbacks.items()})
+    logger.metrics({"compiled": float(trainer.compiled and "trainer.compile" not in trainer.fallbacks)})  # as it ran
     if encoder is not None:
         IGELModel.trained(encoder, model, graph, dataset.name, config, trainer.affine).log(logger)
     return embed_all(model, device)
