@@ -575,6 +575,7 @@ def reproduce_main(argv: Sequence[str] | None = None) -> int:
     errors: list[str] = []
     uri = _store(arguments, overrides)
     with _collected(errors, uri):
+        check_store_uri(uri)
         _check_output(arguments)
         plans = _plans(arguments, tables, overrides, errors)
         if arguments.dry_run:

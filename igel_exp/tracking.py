@@ -150,8 +150,6 @@ def use_store(uri: str) -> str:
     """
     check_store_uri(uri)
     mlflow.set_tracking_uri(uri)
-    if uri.startswith(("http://", "https://")):
-        _probe_server(uri)
     database = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
     if database is not None and database.is_dir():  # MLflow would retry its connection for two minutes
         raise IsADirectoryError(errno.EISDIR, "a folder, not a database file", str(database))
@@ -172,7 +170,10 @@ def use_store(uri: str) -> str:
 def check_store_uri(uri: str) -> None:
     """Refuse in one line a store that would lose the runs (sqlite in memory) or that MLflow will not open: a plain
     path or file: URI is MLflow's file store, which MLflow 3.7 and later refuse (unless $MLFLOW_ALLOW_FILE_STORE is
-    true) in a paragraph about migrating file stores, where a user who wrote runs.db meant sqlite:///runs.db."""
+    true) in a paragraph about migrating file stores, where a user who wrote runs.db meant sqlite:///runs.db; a
+    tracking server that does not answer."""
+    if uri.startswith(("http://", "https://")):
+        _probe_server(uri)
     if uri in IN_MEMORY_STORES:
         raise StoreError(f"tracking.uri={uri} keeps the runs in memory, lost when the process ends: give a file")
     parsed = urlparse(uri)

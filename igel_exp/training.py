@@ -205,7 +205,9 @@ class SkipGramTrainer:
         cuda_graphs: bool = True,
         batching: str = "walks",
         compiled: bool = False,
+        section: str = "trainer",
     ):
+        """`section`: the config section the settings come from, which the errors name (PPI's trainer.pretrain)."""
         for key, value in [
             ("epochs", epochs),
             ("batch_size", batch_size),
@@ -214,15 +216,16 @@ class SkipGramTrainer:
             ("batch_scale", batch_scale),
         ]:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"trainer.{key} must be a positive integer, got {value!r}")
+                raise ConfigError(f"{section}.{key} must be a positive integer, got {value!r}")
         if lr <= 0:
-            raise ConfigError(f"trainer.lr must be positive, got {lr!r}")
+            raise ConfigError(f"{section}.lr must be positive, got {lr!r}")
         if logit_init not in LOGIT_INITS:
             raise ConfigError(f"trainer.logit_init={logit_init!r} is not one of {', '.join(LOGIT_INITS)}")
         if batching not in BATCHINGS:
             raise ConfigError(f"trainer.batching={batching!r} is not one of {', '.join(BATCHINGS)}")
         if batching == "buckets" and noise is not None:
             raise ConfigError(BUCKETS_NEED_UNIFORM_NOISE)
+        self.section = section
         self.epochs = epochs
         self.batch_size = batch_size * batch_scale
         self.lr = lr
@@ -286,7 +289,9 @@ class SkipGramTrainer:
                 if pairs == 0:
                     raise ConfigError("the walks produced no skip-gram pairs: the graph has no edges")
                 if not math.isfinite(loss):  # W is no embedding any more: stop here, not in the task's NaN error
-                    raise ConfigError(f"training diverged in epoch {epoch} (loss {loss}): lower trainer.lr={self.lr:g}")
+                    raise ConfigError(
+                        f"training diverged in epoch {epoch} (loss {loss}): lower {self.section}.lr={self.lr:g}"
+                    )
                 history.append(loss)
                 log.info("epoch %d/%d: loss %.5f over %d positive pairs", epoch, self.epochs, loss, pairs)
                 if on_epoch is not None:

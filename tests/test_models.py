@@ -475,6 +475,11 @@ def test_a_diverged_training_is_one_line_naming_the_learning_rate():
     diverged = r"^training diverged in epoch 1 \(loss (nan|inf)\): lower trainer.lr=1e\+30$"
     with pytest.raises(ConfigError, match=diverged):
         trainer.fit(FreeEmbedding(34, 4), lambda rng: epoch_walks(neighbours, 1, 10, rng))
+    pretrain = SkipGramTrainer(
+        2, 200, 1e30, 2, 2, torch.device("cpu"), seed=0, progress=False, section="trainer.pretrain"
+    )
+    with pytest.raises(ConfigError, match=r"lower trainer.pretrain.lr=1e\+30$"):  # PPI's pre-training: its own key
+        pretrain.fit(FreeEmbedding(34, 4), lambda rng: epoch_walks(neighbours, 1, 10, rng))
 
 
 @pytest.mark.parametrize("distinct", [False, True], ids=["nodes", "distinct rows"])

@@ -15,6 +15,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from igel_exp.errors import StoreError
+from igel_exp.reproduce import report_main, reproduce_main
 from igel_exp.tracking import (
     PROCESS_TAG,
     SERVER_PROBE_S,
@@ -272,7 +273,7 @@ def test_a_store_that_is_no_store_fails_at_once_in_one_line(tmp_path):
     assert not runs.exists()
 
 
-def test_a_server_that_does_not_answer_and_another_programs_database_are_refused_at_once(tmp_path):
+def test_a_server_that_does_not_answer_and_another_programs_database_are_refused_at_once(tmp_path, capsys):
     """An http URI whose server is not there (MLflow retried it for over two minutes), and a sqlite file of another
     program (MLflow added its tables to it): one line each, the file left as it was."""
     with socket.socket() as free:  # a port that nothing listens on once it is closed
@@ -281,7 +282,11 @@ def test_a_server_that_does_not_answer_and_another_programs_database_are_refused
     started = time.monotonic()
     with pytest.raises(StoreError, match=rf"^cannot reach the MLflow server http://127.0.0.1:{port} \(Connection"):
         open_experiment(f"http://127.0.0.1:{port}", "toy")
-    assert time.monotonic() - started < SERVER_PROBE_S
+    server = f"http://127.0.0.1:{port}"  # igel-report and a dry run read the store: igel-report hung for minutes
+    assert report_main(["miserables_correlations", "--tracking-uri", server]) == 1
+    assert reproduce_main(["miserables_correlations", "--dry-run", "--tracking-uri", server]) == 1
+    assert capsys.readouterr().err.count(f"error: cannot reach the MLflow server {server} (Connection") == 2
+    assert time.monotonic() - started < 3 * SERVER_PROBE_S
     other = tmp_path / "notes.db"
     with contextlib.closing(sqlite3.connect(other)) as connection:
         connection.execute("create table notes (text)")

@@ -209,10 +209,10 @@ def initialise_weight(model: IGELEmbedding, settings: DictConfig, encoder: IGELE
 
 
 def skipgram_trainer(
-    settings: DictConfig, graph: CSRGraph, device: torch.device, seed: int, progress: bool
+    settings: DictConfig, graph: CSRGraph, device: torch.device, seed: int, progress: bool, section: str = "trainer"
 ) -> SkipGramTrainer:
-    """The skip-gram trainer a trainer section describes (`trainer`, or PPI's `trainer.pretrain`) on `graph`; a
-    `batch_scale` above 1 is capped where the run would take too few steps (training.batch_scale_for), and
+    """The skip-gram trainer a config section describes (`section`: `trainer`, or PPI's `trainer.pretrain`) on
+    `graph`; a `batch_scale` above 1 is capped where the run would take too few steps (training.batch_scale_for), and
     `compile=auto` compiles the step where the run takes enough of them (training.compiles)."""
 
     per_batch = walks_per_batch(settings.batch_size, settings.walk_length, settings.window, settings.negatives)
@@ -241,6 +241,7 @@ def skipgram_trainer(
         cuda_graphs=settings.get("cuda_graphs", True),
         batching=settings.get("batching", "walks"),
         compiled=compiled,
+        section=section,
     )
 
 

@@ -228,7 +228,7 @@ def _pretrain(
     settings = config.trainer.pretrain
     model = IGELEmbedding(train_features, config.trainer.dim)
     neighbours = CSRGraph.from_igraph(graph)
-    trainer = skipgram_trainer(settings, neighbours, device, config.seed, config.progress)
+    trainer = skipgram_trainer(settings, neighbours, device, config.seed, config.progress, "trainer.pretrain")
 
     def walks(rng: np.random.Generator):
         return stages.timed(
