@@ -216,15 +216,11 @@ def load_plan(path: Path, profile: str = "full", overrides: Sequence[str] = ()) 
                 )
             )
     if skipped and not jobs:  # not its rows' fault: the table has no run of these overrides
-        left_out = f"reproduce.skip leaves out every job of the sweep{_with(overrides)}"
-        raise ConfigError(f"{path.name}: {left_out}: nothing to run")
+        given = f" with {shown(overrides)}" if overrides else ""
+        raise ConfigError(f"{path.name}: reproduce.skip leaves out every job of the sweep{given}: nothing to run")
     plan = Plan(path.stem, path, profile, spec, jobs, arguments, skipped)
     check_cells(plan)
     return plan
-
-
-def _with(overrides: Sequence[str]) -> str:
-    return f" with {' '.join(overrides)}" if overrides else ""
 
 
 def parse_spec(block: Mapping[str, Any] | None, where: str) -> Spec:

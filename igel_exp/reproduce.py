@@ -553,8 +553,8 @@ def report_main(argv: Sequence[str] | None = None) -> int:
         if plans and not store_exists(uri):  # its tables list every run as missing: say why (a mistyped place?)
             print(f"igel-report: no MLflow store at {uri} (--tracking-uri, $MLFLOW_TRACKING_URI)", file=sys.stderr)
         _close_stale_runs(uri)
-        runs = _RunCache(uri)
-        _write([build_table(plan, runs(plan), rerun=_rerun(arguments, overrides)) for plan in plans], arguments)
+        runs, rerun = _RunCache(uri), _rerun(arguments, overrides)
+        _write([build_table(plan, runs(plan), rerun=rerun) for plan in plans], arguments)
     return _fail("igel-report", errors)
 
 

@@ -220,9 +220,9 @@ class SkipGramTrainer:
         if lr <= 0:
             raise ConfigError(f"{section}.lr must be positive, got {lr!r}")
         if logit_init not in LOGIT_INITS:
-            raise ConfigError(f"trainer.logit_init={logit_init!r} is not one of {', '.join(LOGIT_INITS)}")
+            raise ConfigError(f"{section}.logit_init={logit_init!r} is not one of {', '.join(LOGIT_INITS)}")
         if batching not in BATCHINGS:
-            raise ConfigError(f"trainer.batching={batching!r} is not one of {', '.join(BATCHINGS)}")
+            raise ConfigError(f"{section}.batching={batching!r} is not one of {', '.join(BATCHINGS)}")
         if batching == "buckets" and noise is not None:
             raise ConfigError(BUCKETS_NEED_UNIFORM_NOISE)
         self.section = section
