@@ -619,6 +619,12 @@ def describe(error: BaseException) -> str:
             f"{override}: Hydra's override grammar cannot read it; quote a value that holds spaces or characters"
             " such as é (key='value')"
         )
+    deleted = _deleted_group(first_line(error))
+    if deleted:
+        return (
+            f"~{deleted}: {deleted} cannot be left out, the config picks files by its choice; choose one of its"
+            f" options ({deleted}=OPTION, listed by --help)"
+        )
     cause = error.__cause__ if isinstance(error.__cause__, OmegaConfBaseException) else error
     text = f"{error}\n{cause}"
     key = getattr(cause, "full_key", None) or _find(r"full_key: (\S+)", text)
@@ -630,8 +636,18 @@ def describe(error: BaseException) -> str:
     return first_line(error)
 
 
+def _deleted_group(message: str) -> str | None:
+    """The config group that a defaults list's interpolation (`${protocol}_${task}`) names and the command line
+    deleted: Hydra says only that the interpolation failed, and which groups it could have read."""
+    found = re.match(r"Error resolving interpolation '(.+)', possible interpolation keys: (.*)$", message)
+    if not found:
+        return None
+    named, possible = re.findall(r"\$\{(\w+)\}", found.group(1)), found.group(2).split(", ")
+    return next((group for group in named if group not in possible), None)
+
+
 def _describe_key(key: str, given: Any, text: str) -> str:
-    shown = f"{key}={given}" if given is not None else key
+    shown = f"{key}={_shown(given)}" if given is not None else key
     converted = _find(r"could not be converted to (\w+)", text)
     if converted:
         return f"{shown}: expected {_TYPE_NAMES.get(converted, converted)}"

@@ -78,6 +78,7 @@ INVALID = [
     (["experiment=sister_cities", "dataset=facebook"], "dataset=facebook has no node table: task=sister_cities needs"),
     (["experiment=ppi", "dataset=miserables"], "dataset=miserables has no train/valid/test node splits and labels"),
     (["trainer.lr=abc"], "trainer.lr=abc: expected a number"),
+    (["trainer.batch_scale=true"], "trainer.batch_scale=true: expected an integer"),  # as typed, not Python's True
     (["trainer.noise=gaussian"], "trainer.noise=gaussian: expected one of uniform, degree"),
     (["dataset.path=graph.txt"], "dataset.path is not a setting of dataset=miserables_cloned (its settings: name);"),
     (["encoder.encoded_distance=0"], "encoder.encoded_distance=0 encodes every node alike"),
@@ -89,6 +90,7 @@ INVALID = [
     (["name=é"], "name=é: Hydra's override grammar cannot read it; quote a value that holds spaces or characters"),
     (["trainer.batching=buckets", "trainer.noise=degree"], "trainer.batching=buckets draws its negatives uniformly"),
     (["encoder=deepwalk", "trainer.precision=bfloat16"], "trainer.precision=bfloat16 applies to IGEL's products"),
+    (["~protocol"], "~protocol: protocol cannot be left out, the config picks files by its choice; choose one of"),
 ]
 
 

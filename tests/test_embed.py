@@ -85,6 +85,17 @@ def test_a_bad_job_stops_an_embed_sweep_before_its_store_and_its_first_run(tmp_p
     assert not (tmp_path / "mlflow.db").exists()  # no run, not even a store
 
 
+def test_igel_embed_help_lists_the_groups_it_takes_only(capsys):
+    """igel-run's other groups (encoder, trainer, protocol, …) are refused by igel-embed: its --help leaves them out."""
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(SystemExit):
+        patch.setattr(sys, "argv", ["igel-embed", "--help"])
+        embed_main()
+    shown = capsys.readouterr().out
+    groups = shown.split("== Configuration groups ==")[1].split("== Config ==")[0]
+    assert "dataset=OPTION" in groups and "tracking=mlflow" in groups
+    assert not re.search(r"^(encoder|trainer|protocol|experiment|schema/\w+):", groups, re.MULTILINE)
+
+
 @pytest.mark.slow
 def test_igel_embed_runs_from_the_command_line_and_fails_in_one_line(compose_config, store_uri, tmp_path):
     pipelines.run(compose_config(*QUICK, "dataset=miserables", "threads=1"))

@@ -648,6 +648,20 @@ def test_a_larger_batch_never_takes_a_run_below_min_steps():
     assert batch_scale_for(4, 100_000) == 4
 
 
+def test_a_capped_batch_scale_says_so(compose_config, caplog):
+    """trainer.batch_scale=4 on the Les Misérables clustering (770 steps): the run keeps the authors' batches, and its
+    log says that the setting was capped, not that batches are 1 times larger."""
+    from igel_exp.pipelines.common import skipgram_trainer
+
+    settings = compose_config("trainer.batch_scale=4").trainer
+    graph = CSRGraph.from_igraph(small_graphs()["miserables"])
+    with caplog.at_level(logging.INFO, logger="igel_exp.pipelines.common"):
+        trainer = skipgram_trainer(settings, graph, torch.device("cpu"), seed=0, progress=False)
+    assert trainer.batch_size == settings.batch_size
+    [line] = [record for record in caplog.records if "batch_scale" in record.message]
+    assert line.levelno == logging.WARNING and line.message.startswith("trainer.batch_scale=4 capped to 1: larger")
+
+
 def test_more_threads_than_cpus_are_the_cpus_with_a_warning(caplog):
     before = torch.get_num_threads()
     try:

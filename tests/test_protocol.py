@@ -78,6 +78,15 @@ def test_the_authors_protocol_sets_only_its_switches(compose_config, experiment)
     assert changed <= {"protocol", *AUTHORS[experiment]}
 
 
+@pytest.mark.parametrize("experiment", ["clustering", "sister_cities"])
+def test_the_switches_of_igels_encoding_are_igels_only(compose_config, experiment):
+    """A DeepWalk run of the authors' path takes its switches for every encoder, not IGEL's encoding cache, which it
+    would log as settings it ignores."""
+    authors = compose_config(f"experiment={experiment}", "protocol=authors", "encoder=deepwalk")
+    assert authors.trainer.batching == "buckets"
+    assert "encoded_distance" not in authors.encoder and "weight_init" not in authors.encoder
+
+
 @pytest.mark.parametrize("overrides, expected", sorted(FAITHFUL_HASHES.items()))
 def test_faithful_runs_keep_their_identity(compose_config, overrides, expected):
     assert config_hash(compose_config(*overrides)) == expected

@@ -19,7 +19,14 @@ from igel_exp.models import FreeEmbedding, IGELEmbedding, distance_scaled_weight
 from igel_exp.pipelines import data_context
 from igel_exp.saved_model import IGELModel
 from igel_exp.tracking import RunLogger
-from igel_exp.training import SkipGramTrainer, batch_scale_for, compiles, resolve_device, walks_per_batch
+from igel_exp.training import (
+    MIN_STEPS,
+    SkipGramTrainer,
+    batch_scale_for,
+    compiles,
+    resolve_device,
+    walks_per_batch,
+)
 from igel_exp.walks import CSRGraph, DeviceWalker, epoch_walks
 
 log = logging.getLogger(__name__)
@@ -219,7 +226,12 @@ def skipgram_trainer(
     steps = settings.epochs * -(-graph.n_nodes * settings.walks_per_node // per_batch)  # at the authors' batches
     most = settings.get("batch_scale", 1)
     scale = batch_scale_for(most, steps)
-    if most > 1:
+    if scale < most:
+        log.warning(
+            "trainer.batch_scale=%d capped to %d: larger batches would leave the run fewer than %d Adam steps (%d at"
+            " the authors' batches)", most, scale, MIN_STEPS, steps,
+        )  # fmt: skip
+    elif most > 1:
         log.info("trainer.batch_scale=%d: batches %d times larger (%d steps at the authors')", most, scale, steps)
     steps //= scale
     compiled = compiles(settings.get("compile", False), steps, device)
