@@ -88,7 +88,7 @@ def test_a_bad_job_stops_an_embed_sweep_before_its_store_and_its_first_run(tmp_p
 def test_igel_embed_help_lists_the_groups_it_takes_only(capsys):
     """igel-run's other groups (encoder, trainer, protocol, …) are refused by igel-embed: its --help leaves them out."""
     with pytest.MonkeyPatch.context() as patch, pytest.raises(SystemExit):
-        patch.setattr(sys, "argv", ["igel-embed", "--help"])
+        patch.setattr(sys, "argv", ["igel-embed", "--help", "hydra/hydra_logging=none", "hydra/job_logging=none"])
         embed_main()
     shown = capsys.readouterr().out
     groups = shown.split("== Configuration groups ==")[1].split("== Config ==")[0]
