@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from igel_exp.errors import FAILED_RUN, IgelError, first_line, yaml_problem
-from igel_exp.schema import describe, not_taken, override_keys, taken_by
+from igel_exp.schema import describe, not_taken, override_keys, picked_groups, taken_by
 
 CONFIG_PATH = "pkg://igel_exp.conf"
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -36,11 +36,7 @@ def app(config: DictConfig) -> float | None:
     """Run one experiment (or, with -m, one job of a sweep) as an MLflow run."""
     from igel_exp import pipelines
 
-    # a single run's command line must fit the options it picks; a sweep's is checked as a whole (SweepCheck)
-    hydra_config = HydraConfig.get()
-    overrides = OmegaConf.to_container(hydra_config.overrides.task, resolve=False)  # ${…} in them: the run's to resolve
-    given = override_keys(overrides) if hydra_config.mode == RunMode.RUN else []
-    metrics = _guarded("igel-run", functools.partial(pipelines.run, given=given), config)
+    metrics = _guarded("igel-run", functools.partial(pipelines.run, given=_given()), config)
     objective = config.task.get("objective")
     if objective and objective not in metrics:  # the run is done and stored: say so, fail nothing
         print(
@@ -56,19 +52,43 @@ def embed_app(config: DictConfig) -> None:
     """Embed a graph with the frozen model of an earlier run, as an MLflow run of experiment `embed`."""
     from igel_exp.pipelines.embed import embed as embed_graph
 
-    _guarded("igel-embed", embed_graph, config)
+    _guarded("igel-embed", functools.partial(embed_graph, given=_given()), config)
+
+
+def _given() -> list[str]:
+    """The keys a single run's command line sets, which must fit the options it picks (schema.check); none for a
+    sweep's job, whose command line is checked as a whole (SweepCheck)."""
+    hydra_config = HydraConfig.get()
+    overrides = OmegaConf.to_container(hydra_config.overrides.task, resolve=False)  # ${…} in them: the run's to resolve
+    return override_keys(overrides) if hydra_config.mode == RunMode.RUN else []
 
 
 def main() -> None:
     """igel-run: the Hydra app, with a config that fails to compose reported in one line."""
+    _refuse_deleted_groups("igel-run", "config")
     with one_line_errors("igel-run"):
         app()
 
 
 def embed() -> None:
     """igel-embed: the Hydra app, with a config that fails to compose reported in one line."""
+    _refuse_deleted_groups("igel-embed", "embed")
     with one_line_errors("igel-embed"):
         embed_app()
+
+
+def _refuse_deleted_groups(program: str, config_name: str) -> None:
+    """`~trainer` (or `~dataset=…`) on the command line: a group whose option the config must pick is refused in one
+    line. Hydra would compose without it and fail on whatever reads it first, naming something else (a key of the
+    group, an interpolation of the defaults list)."""
+    picked = picked_groups(config_name)
+    for argument in sys.argv[1:]:
+        group = argument[1:].partition("=")[0] if argument.startswith("~") else None
+        if group in picked:
+            sys.exit(
+                f"{program}: error: {argument}: {group} cannot be left out; choose one of its options ({group}=OPTION,"
+                " listed by --help)"
+            )
 
 
 def _guarded(program: str, work: Callable[[DictConfig], dict], config: DictConfig) -> dict:

@@ -188,8 +188,10 @@ def load_plan(path: Path, profile: str = "full", overrides: Sequence[str] = ()) 
         arguments = [f"{key}={value}" for key, value in params.items()] + extra  # as Hydra's BasicSweeper does
         arguments += list(overrides)
         batches = _expand(arguments, path.name)
+        if not batches:  # igel-run -m says the same of it
+            raise ConfigError(f"{path.name}: the sweep has no jobs (a sweep over an empty range or list?)")
         shown_keys = _varying_keys(batches) or [_key(argument) for argument in arguments]
-        jobs, seen, skipped = [], set(), 0
+        jobs, seen, skipped, keys = [], set(), 0, set()
         for batch in batches:
             config = composer.job(batch)
             try:
@@ -202,6 +204,7 @@ def load_plan(path: Path, profile: str = "full", overrides: Sequence[str] = ()) 
                 continue
             seen.add(identity)
             flat = flatten(OmegaConf.to_container(config, resolve=True, enum_to_str=True))
+            keys.update(flat)
             if any(matches(flat, where) for where in spec.skip):
                 skipped += 1
                 continue
@@ -215,6 +218,9 @@ def load_plan(path: Path, profile: str = "full", overrides: Sequence[str] = ()) 
                     point=config_hash(config, without=("seed",)),
                 )
             )
+    for key in (key for where in spec.skip for key in where):
+        if key not in keys:  # a misspelled key would skip nothing, while the table's caption says it did
+            raise ConfigError(f"{path.name}: {key!r} (in reproduce.skip) is not a config key of its runs")
     if skipped and not jobs:  # not its rows' fault: the table has no run of these overrides
         given = f" with {shown(overrides)}" if overrides else ""
         raise ConfigError(f"{path.name}: reproduce.skip leaves out every job of the sweep{given}: nothing to run")

@@ -20,6 +20,7 @@ experiments/ file gives (reproduce.verdict).
 from __future__ import annotations
 
 import csv
+import difflib
 import html
 import io
 import math
@@ -31,6 +32,7 @@ from urllib.parse import urlparse
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
+from igel_exp.errors import ConfigError
 from igel_exp.identity import ADDED_DEFAULTS, HASH_TAG, NOT_IDENTITY, REUSED_TAG
 from igel_exp.plan import DEFAULT_PROTOCOL, Column, Job, Plan, matches, protocol_of, same_value
 from igel_exp.tracking import store_call
@@ -38,6 +40,7 @@ from igel_exp.tracking import store_call
 FORMATS = ("markdown", "csv", "html")
 SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html"}
 MISSING_SHOWN = 12  # missing runs listed per reason; the rest are counted
+METRICS_SHOWN = 6  # a column's metric that no run has: the runs' metrics named in its error, the closest first
 MATCHED_SHARE = 0.75  # of the cells a perfect reproduction would match (Table.chance), to call a table reproduced
 
 
@@ -316,6 +319,7 @@ def build_table(plan: Plan, runs: Iterable[StoredRun], notes: Sequence[str] = ()
     """The plan's table from the store's runs: paper, ours and Δ per cell; the planned runs that are missing."""
     runs = list(runs)
     finished = finished_by_hash(runs)
+    check_metrics(plan, finished)
     spec = plan.spec
     rows = _row_order(plan)
     points_of = cell_points(plan)
@@ -343,6 +347,22 @@ def build_table(plan: Plan, runs: Iterable[StoredRun], notes: Sequence[str] = ()
     if pending:
         notes.append(f"{pending} more runs, the chosen points' other seeds, are planned once the selection has run")
     return Table(plan, rows, cells, _missing(plan, planned, runs, finished), len(planned) + pending, notes, rerun)
+
+
+def check_metrics(plan: Plan, finished: Mapping[str, StoredRun]) -> None:
+    """Refuse a column whose metric none of its FINISHED runs logged: a misspelled name, whose cells would all be empty.
+    Without finished runs nothing can be told."""
+    for column in plan.spec.columns:
+        runs = [finished[job.hash] for job in plan.jobs if job.hash in finished and matches(job.flat, column.where)]
+        if not runs or any(column.metric in run.metrics for run in runs):
+            continue
+        logged = sorted({name for run in runs for name in run.metrics})
+        closest = ", ".join(difflib.get_close_matches(column.metric, logged, n=METRICS_SHOWN, cutoff=0))
+        which = f"the closest of the {len(logged)} metrics" if len(logged) > METRICS_SHOWN else "the metrics"
+        raise ConfigError(
+            f"{plan.path.name}: reproduce.columns.{column.title}: no run of the table has the metric {column.metric!r};"
+            + (f" {which} its runs have: {closest}" if logged else " its runs have no metric")
+        )
 
 
 def _within(value: float, low: float, high: float, digits: int) -> bool:

@@ -22,10 +22,11 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import mlflow
 import yaml
@@ -339,8 +340,15 @@ def _with_store(job: Job, uri: str) -> DictConfig:
 # Command lines
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """An option error in one line, as the commands' other errors (argparse prints its usage block above it)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the options)\n")
+
+
 def _parser(prog: str, description: str, reproduce: bool) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = _OneLineParser(prog=prog, description=description)
     parser.add_argument(
         "items",
         nargs="*",
@@ -427,10 +435,12 @@ def _launcher_jobs(launch: Sequence[str]) -> int | None:
     return max(int(given[-1]), 1) if given and given[-1].isdigit() else None
 
 
-def _store(arguments: argparse.Namespace, overrides: list[str]) -> str:
-    """--tracking-uri, else a tracking.uri= override, else igel-run's default."""
+def _store(arguments: argparse.Namespace, overrides: list[str]) -> tuple[str, str]:
+    """--tracking-uri, else a tracking.uri= override, else igel-run's default; and which gave it, for its errors."""
+    if arguments.tracking_uri:
+        return tracking_uri(arguments.tracking_uri), "--tracking-uri"
     given = [item.split("=", 1)[1] for item in overrides if item.startswith("tracking.uri=")]
-    return tracking_uri(arguments.tracking_uri or (given[-1] if given else None))
+    return tracking_uri(given[-1] if given else None), "tracking.uri"
 
 
 def _rerun(arguments: argparse.Namespace, overrides: list[str]) -> str:
@@ -442,6 +452,8 @@ def _rerun(arguments: argparse.Namespace, overrides: list[str]) -> str:
 
 def _plans(arguments: argparse.Namespace, tables: list[str], overrides: list[str], errors: list[str]) -> list[Plan]:
     folder = arguments.experiments or default_experiments_dir()
+    if folder.is_file():
+        raise ConfigError(f"--experiments {folder}: is a file; the option takes the folder of experiments files")
     plans, failed = [], {}
     for path in table_files(folder, tables):
         try:
@@ -520,7 +532,31 @@ def _close_stale_runs(uri: str) -> None:
     try:
         close_stale_runs(uri)
     except STORE_ERRORS as error:
-        log.warning("could not close the stale runs of %s: %s", uri, first_line(error))
+        if _readable(uri):  # else the read that follows fails, and its error line says why
+            log.warning("could not close the stale runs of %s: %s", uri, first_line(error))
+
+
+@store_call()
+def _readable(uri: str) -> bool:
+    try:
+        mlflow.MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+    except STORE_ERRORS:
+        return False
+    return True
+
+
+def _tables(
+    plans: list[Plan], runs: _RunCache, rerun: str, errors: list[str], notes: Mapping[str, Sequence[str]] | None = None
+) -> list[Table]:
+    """The plans' tables; one whose file is wrong for its runs (a misspelled metric) is an error line in `errors`, and
+    the other tables are printed."""
+    tables = []
+    for plan in plans:
+        try:
+            tables.append(build_table(plan, runs(plan), (notes or {}).get(plan.name, ()), rerun))
+        except ConfigError as error:
+            errors.append(f"{plan.name}: {error}")
+    return tables
 
 
 @contextmanager
@@ -545,16 +581,15 @@ def report_main(argv: Sequence[str] | None = None) -> int:
     ).parse_intermixed_args(argv)
     tables, overrides = _split(arguments.items)
     errors: list[str] = []
-    uri = _store(arguments, overrides)
+    uri, key = _store(arguments, overrides)
     with _collected(errors, uri):
-        check_store_uri(uri)
+        check_store_uri(uri, key=key)
         _check_output(arguments)
         plans = _plans(arguments, tables or ["all"], overrides, errors)
         if plans and not store_exists(uri):  # its tables list every run as missing: say why (a mistyped place?)
             print(f"igel-report: no MLflow store at {uri} (--tracking-uri, $MLFLOW_TRACKING_URI)", file=sys.stderr)
         _close_stale_runs(uri)
-        runs, rerun = _RunCache(uri), _rerun(arguments, overrides)
-        _write([build_table(plan, runs(plan), rerun=rerun) for plan in plans], arguments)
+        _write(_tables(plans, _RunCache(uri), _rerun(arguments, overrides), errors), arguments)
     return _fail("igel-report", errors)
 
 
@@ -573,13 +608,16 @@ def reproduce_main(argv: Sequence[str] | None = None) -> int:
         return 2
     launch, overrides = _launcher_overrides(overrides)
     errors: list[str] = []
-    uri = _store(arguments, overrides)
+    uri, key = _store(arguments, overrides)
     with _collected(errors, uri):
-        check_store_uri(uri)
+        check_store_uri(uri, key=key)
         _check_output(arguments)
         plans = _plans(arguments, tables, overrides, errors)
         if arguments.dry_run:
             if plans:
+                if launch:  # the launcher's settings fail here as they would when the jobs run
+                    with hydra_launcher(plans[0], launch):
+                        pass
                 _dry_run(plans, _RunCache(uri), launch)
             return _fail("igel-reproduce", errors)
         runner = isolated if arguments.isolate else in_process
@@ -596,8 +634,8 @@ def reproduce_main(argv: Sequence[str] | None = None) -> int:
             for message in outcome.data_missing:
                 print(f"igel-reproduce: {name}: data missing: {message}", file=sys.stderr)
         runs = _RunCache(uri)  # read after the jobs: they added runs
-        rerun = _rerun(arguments, [*launch, *overrides])
-        _write([build_table(plan, runs(plan), outcomes[plan.name].notes(), rerun) for plan in plans], arguments)
+        notes = {name: outcome.notes() for name, outcome in outcomes.items()}
+        _write(_tables(plans, runs, _rerun(arguments, [*launch, *overrides]), errors, notes), arguments)
     return _fail("igel-reproduce", errors)
 
 

@@ -196,10 +196,10 @@ def _download(run_id: str, uri: str, scratch: Path, followed: bool = False) -> P
             return _download(reused, uri, scratch, followed=True)
         encoder = run.data.params.get("encoder.name", "no encoder")
         experiment = client.get_experiment(run.info.experiment_id).name
-        raise ModelError(
-            f"run {run_id} (experiment {experiment}, encoder={encoder}) has no IGEL model: only runs that train"
-            " encoder=igel log one"
-        )
+        why = "only runs that train encoder=igel log one"
+        if encoder == "igel" and run.info.status != "FINISHED":  # it ended, or is, before its model was logged
+            why = f"the run is {run.info.status}, and logs its model once trained"
+        raise ModelError(f"run {run_id} (experiment {experiment}, encoder={encoder}) has no IGEL model: {why}")
     try:
         return Path(client.download_artifacts(run_id, ARTIFACT, str(scratch)))
     except (OSError, MlflowException) as error:

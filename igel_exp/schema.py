@@ -514,6 +514,14 @@ def group_options(*folder: str) -> list[str]:
     return sorted(entry.name.removesuffix(".yaml") for entry in entries if entry.name.endswith(".yaml"))
 
 
+def picked_groups(config_name: str) -> list[str]:
+    """The groups whose option a packaged primary config (`config`, `embed`) must pick: its defaults list's groups but
+    `experiment`, a preset of the others' options, without which they keep their own defaults."""
+    text = files("igel_exp.conf").joinpath(f"{config_name}.yaml").read_text()
+    entries = [entry for entry in yaml.safe_load(text)["defaults"] if isinstance(entry, dict)]
+    return [group for entry in entries for group in entry if "/" not in group and group != "experiment"]
+
+
 def _option_schema(group: str, name: str) -> type:
     """The schema that conf/<group>/<name>.yaml names first in its defaults list."""
     text = files("igel_exp.conf").joinpath(group, f"{name}.yaml").read_text()
@@ -619,12 +627,6 @@ def describe(error: BaseException) -> str:
             f"{override}: Hydra's override grammar cannot read it; quote a value that holds spaces or characters"
             " such as é (key='value')"
         )
-    deleted = _deleted_group(first_line(error))
-    if deleted:
-        return (
-            f"~{deleted}: {deleted} cannot be left out, the config picks files by its choice; choose one of its"
-            f" options ({deleted}=OPTION, listed by --help)"
-        )
     cause = error.__cause__ if isinstance(error.__cause__, OmegaConfBaseException) else error
     text = f"{error}\n{cause}"
     key = getattr(cause, "full_key", None) or _find(r"full_key: (\S+)", text)
@@ -634,16 +636,6 @@ def describe(error: BaseException) -> str:
     if isinstance(error, HydraException | OmegaConfBaseException) and cause is not error:
         return f"{first_line(error)}: {first_line(cause)}"
     return first_line(error)
-
-
-def _deleted_group(message: str) -> str | None:
-    """The config group that a defaults list's interpolation (`${protocol}_${task}`) names and the command line
-    deleted: Hydra says only that the interpolation failed, and which groups it could have read."""
-    found = re.match(r"Error resolving interpolation '(.+)', possible interpolation keys: (.*)$", message)
-    if not found:
-        return None
-    named, possible = re.findall(r"\$\{(\w+)\}", found.group(1)), found.group(2).split(", ")
-    return next((group for group in named if group not in possible), None)
 
 
 def _describe_key(key: str, given: Any, text: str) -> str:

@@ -167,21 +167,21 @@ def use_store(uri: str) -> str:
     return uri
 
 
-def check_store_uri(uri: str) -> None:
+def check_store_uri(uri: str, *, key: str = "tracking.uri") -> None:
     """Refuse in one line a store that would lose the runs (sqlite in memory) or that MLflow will not open: a plain
     path or file: URI is MLflow's file store, which MLflow 3.7 and later refuse (unless $MLFLOW_ALLOW_FILE_STORE is
     true) in a paragraph about migrating file stores, where a user who wrote runs.db meant sqlite:///runs.db; a
-    tracking server that does not answer."""
+    tracking server that does not answer. `key`: the config key or option that gave `uri`, which the errors name."""
     if uri.startswith(("http://", "https://")):
         _probe_server(uri)
     if uri in IN_MEMORY_STORES:
-        raise StoreError(f"tracking.uri={uri} keeps the runs in memory, lost when the process ends: give a file")
+        raise StoreError(f"{key}={uri} keeps the runs in memory, lost when the process ends: give a file")
     parsed = urlparse(uri)
     allowed = getattr(mlflow.environment_variables, "MLFLOW_ALLOW_FILE_STORE", None)  # None: MLflow < 3.7
     if parsed.scheme in ("", "file") and allowed is not None and not allowed.get():
         path = Path(parsed.path if parsed.scheme else uri).expanduser().absolute()
         raise StoreError(
-            f"tracking.uri={uri} is a path, which MLflow takes for a file store, one it no longer opens: for a sqlite"
+            f"{key}={uri} is a path, which MLflow takes for a file store, one it no longer opens: for a sqlite"
             f" store write sqlite:///{path}"
         )
 
@@ -386,7 +386,8 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
     An exception inside the block ends the run FAILED, with the error as the `error` tag; inside a sweep
     (`tracking.parent_run_id`, else $IGEL_PARENT_RUN_ID) the run is nested under the sweep's parent run.
     """
-    parent = config.get("tracking", {}).get("parent_run_id") or os.environ.get(PARENT_RUN_ENV)
+    tracking = config.get("tracking", {})
+    parent = tracking.get("parent_run_id") or os.environ.get(PARENT_RUN_ENV)
     resolved = OmegaConf.to_container(config, resolve=True, throw_on_missing=True, enum_to_str=True)
     # the run's identity: igel-reproduce skips a job whose hash has a FINISHED run, igel-report finds tables by it
     tags = {
@@ -395,7 +396,12 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
         PROCESS_TAG: process_identity(),
         **({SWEEP_TAG: parent} if parent else {}),
     }
-    open_experiment(tracking_uri(config.get("tracking", {}).get("uri")), experiment)
+    uri = tracking_uri(tracking.get("uri"))
+    open_experiment(uri, experiment)
+    if parent:
+        _check_parent(
+            f"tracking.parent_run_id={parent}" if tracking.get("parent_run_id") else f"${PARENT_RUN_ENV}={parent}", uri
+        )
     try:
         with store_call():
             run = mlflow.start_run(run_name=run_name, parent_run_id=parent, nested=parent is not None, tags=tags)
@@ -413,6 +419,19 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
         raise
     with store_call():
         mlflow.end_run()
+
+
+def _check_parent(given: str, uri: str) -> None:
+    """Raise StoreError unless the parent run a job is to be nested under (`given`: KEY=RUN_ID, as the config key or
+    the environment variable set it) is a run of the store: MLflow's own error is a traceback from inside start_run."""
+    parent = given.partition("=")[2]
+    try:
+        with store_call():
+            mlflow.MlflowClient().get_run(parent)
+    except MlflowException as error:
+        if error.error_code != "RESOURCE_DOES_NOT_EXIST":
+            raise
+        raise StoreError(f"{given}: no such run in the MLflow store {uri} (the parent run of a sweep's jobs)") from None
 
 
 def _handle_interrupts(handler: Callable[[int, object], None]) -> dict[int, Any]:

@@ -90,7 +90,8 @@ INVALID = [
     (["name=é"], "name=é: Hydra's override grammar cannot read it; quote a value that holds spaces or characters"),
     (["trainer.batching=buckets", "trainer.noise=degree"], "trainer.batching=buckets draws its negatives uniformly"),
     (["encoder=deepwalk", "trainer.precision=bfloat16"], "trainer.precision=bfloat16 applies to IGEL's products"),
-    (["~protocol"], "~protocol: protocol cannot be left out, the config picks files by its choice; choose one of"),
+    (["~protocol"], "~protocol: protocol cannot be left out; choose one of its options (protocol=OPTION, listed by"),
+    (["~trainer"], "~trainer: trainer cannot be left out; choose one of"),  # was "trainer.device: Missing key device"
 ]
 
 

@@ -174,6 +174,8 @@ def test_erdos_renyi_is_seeded_and_sized(tmp_path):
         ({"num_nodes": -3, "average_degree": 2}, "dataset.num_nodes"),
         ({"num_nodes": 10, "average_degree": -1}, "dataset.average_degree"),
         ({"num_nodes": 10, "average_degree": 12}, "dataset.average_degree=12 needs 60 edges"),
+        # beyond 2^27 nodes igraph's sampler failed inside the run, with a traceback
+        ({"num_nodes": 2**27 + 1, "average_degree": 8}, "dataset.num_nodes=134217729: igraph samples a G"),
     ],
 )
 def test_erdos_renyi_rejects_impossible_sizes(tmp_path, config, key):

@@ -57,12 +57,15 @@ def test_a_bad_source_run_fails_before_any_run(store_uri):
         (["threads=0"], "threads=0: expected an integer ≥ 1"),  # was ignored; threads=-1 was torch's traceback
         (["dataset.path=missing.txt"], "missing.txt: edge list file not found"),  # was a FAILED run
         (["dataset=erdos_renyi", "dataset.num_nodes=0"], "dataset.num_nodes=0: expected an integer ≥ 1"),
+        # was ignored: Les Misérables embedded
+        (["dataset=miserables", "dataset.path=graph.txt"], "dataset.path is not a setting of dataset=miserables"),
     ],
 )
 def test_a_bad_embed_config_fails_in_one_line_before_any_run(store_uri, overrides, line):
-    """igel-embed checks its config as igel-run does (its schema, the dataset's files) before its model and run."""
+    """igel-embed checks its config as igel-run does (its schema, the command line's keys against the options it
+    picks, the dataset's files) before its model and run."""
     with pytest.raises(IgelError, match=f"^{re.escape(line)}"):
-        embed(embed_config("source_run=nope", *overrides))
+        embed(embed_config("source_run=nope", *overrides), given=[override.split("=")[0] for override in overrides])
     client = mlflow.MlflowClient(store_uri)
     assert client.search_runs([experiment.experiment_id for experiment in client.search_experiments()]) == []
 

@@ -74,6 +74,23 @@ def test_skip_leaves_the_matching_jobs_of_the_cross_product_out(experiments_dir)
         load_plan(experiments_dir.folder / "cut.yaml", overrides=["encoder.distance=2", "trainer.dim=8"])
 
 
+def test_an_override_that_empties_the_sweep_says_the_sweep_has_no_jobs(experiments_dir):
+    path = experiments_dir("tiny", {"encoder.distance": "1,2", "seed": "range(2)"}, TABLE)
+    for override in ("seed=range(0,0)", "encoder.distance=range(1,1)"):  # not blamed on the file's rows
+        with pytest.raises(ConfigError) as error:
+            load_plan(path, overrides=[override])
+        assert str(error.value) == "tiny.yaml: the sweep has no jobs (a sweep over an empty range or list?)"
+
+
+def test_a_misspelled_skip_key_is_refused_when_planned(experiments_dir):
+    """A skip entry whose key no run has would skip nothing, while the table's caption says it left those runs out."""
+    table = {**TABLE, "skip": [{"encoder.distance": 1}, {"encoder.distanc": 2}]}
+    path = experiments_dir("cut", {"encoder.distance": "1,2", "seed": "0"}, table)
+    with pytest.raises(ConfigError) as error:
+        load_plan(path)
+    assert str(error.value) == "cut.yaml: 'encoder.distanc' (in reproduce.skip) is not a config key of its runs"
+
+
 def test_tables_are_chosen_by_file_name_paper_label_or_all(experiments_dir):
     first = experiments_dir("first", {"seed": "0"}, {**TABLE, "table": "Alpha"})
     second = experiments_dir("second", {"seed": "0"}, {**TABLE, "table": "Beta"})

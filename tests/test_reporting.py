@@ -2,6 +2,7 @@
 
 import csv
 import io
+import logging
 import math
 
 import pytest
@@ -372,12 +373,36 @@ def test_an_output_folder_or_a_store_that_is_not_one_is_one_line(correlations, t
     assert report_main([*folder, "--tracking-uri", uri, "--output", str(tmp_path)]) == 1
     assert capsys.readouterr().err == f"igel-report: error: --output {tmp_path}: is a folder; give a file\n"
     junk = tmp_path / "junk.db"
-    junk.write_bytes(b"not a database, " * 64)
-    assert report_main([*folder, "--tracking-uri", f"sqlite:///{junk}"]) == 1
-    (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith(f"igel-report: error: cannot read the MLflow store sqlite:///{junk} (")
     assert report_main([*folder, "--tracking-uri", str(junk)]) == 1  # a path without sqlite:///
-    assert capsys.readouterr().err == (
-        f"igel-report: error: tracking.uri={junk} is a path, which MLflow takes for a file store, one it no longer"
+    assert capsys.readouterr().err == (  # the option given, not igel-run's config key
+        f"igel-report: error: --tracking-uri={junk} is a path, which MLflow takes for a file store, one it no longer"
         f" opens: for a sqlite store write sqlite:///{junk}\n"
     )
+    assert report_main([*folder, f"tracking.uri={junk}"]) == 1
+    assert capsys.readouterr().err.startswith(f"igel-report: error: tracking.uri={junk} is a path, which MLflow")
+
+
+def test_a_store_that_is_not_a_database_is_one_error_line_and_no_warning(correlations, tmp_path, capsys, caplog):
+    """Closing its stale runs fails as reading it does: a warning that it could not would only repeat the error."""
+    plan, _ = correlations
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database, " * 64)
+    assert report_main(["--experiments", str(plan.path.parent), "--tracking-uri", f"sqlite:///{junk}"]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"igel-report: error: cannot read the MLflow store sqlite:///{junk} (")
+    assert [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING] == []
+
+
+def test_a_column_metric_that_no_run_has_is_refused_naming_the_metrics_they_have(correlations, capsys):
+    plan, uri = correlations
+    folder = plan.path.parent
+    typo = folder / "typo.yaml"
+    typo.write_text(plan.path.read_text().replace("PageRank: spearman_pagerank", "PageRank: spearman_pagerankk"))
+    assert build_table(load_plan(typo, "quick"), []).verdict == "no cell has both the paper's value and ours yet"
+    assert report_main(["--experiments", str(folder), "--tracking-uri", uri]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == (
+        "igel-report: error: typo: typo.yaml: reproduce.columns.PageRank: no run of the table has the metric"
+        " 'spearman_pagerankk'; the metrics its runs have: spearman_pagerank\n"
+    )
+    assert "### Correlations (correlations)" in captured.out  # the other table is printed

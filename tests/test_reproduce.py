@@ -131,6 +131,32 @@ def test_reproduce_needs_the_tables_named(capsys):
     assert capsys.readouterr().err.strip() == "igel-reproduce: error: name the tables to reproduce, or all"
 
 
+@pytest.mark.parametrize(
+    "main, argv, line",
+    [
+        (report_main, ["--profile", "slow"], "igel-report: error: argument --profile: invalid choice: 'slow' (choose"),
+        (reproduce_main, ["tiny", "-m"], "igel-reproduce: error: unrecognized arguments: -m"),
+    ],
+)
+def test_option_errors_are_one_line_pointing_to_help(capsys, main, argv, line):
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2  # as argparse's
+    [error] = capsys.readouterr().err.splitlines()  # no usage block above it
+    prog = line.split(":")[0]
+    assert error.startswith(line) and error.endswith(f" ({prog} --help lists the options)")
+
+
+def test_an_experiments_file_given_for_the_folder_is_named_so(experiments_dir, capsys):
+    path = experiments_dir("tiny", {"seed": "0"}, TABLE)
+    assert report_main(["--experiments", str(path)]) == 1
+    assert reproduce_main(["tiny", "--dry-run", "--experiments", str(path)]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"{prog}: error: --experiments {path}: is a file; the option takes the folder of experiments files"
+        for prog in ("igel-report", "igel-reproduce")
+    ]
+
+
 GRID = {**TABLE, "rows": [], "select": {"metric": "spearman_degree", "mode": "max", "seeds": [0]}}
 
 
@@ -229,6 +255,15 @@ def test_an_unknown_launcher_is_one_line(experiments_dir, store_uri, capsys):
         error.startswith("igel-reproduce: error: hydra/launcher=nope: ")
         and "Could not find 'hydra/launcher/nope'" in error
     )
+
+
+def test_a_dry_run_refuses_an_unknown_launcher_as_the_run_does(experiments_dir, store_uri, capsys):
+    experiments_dir("tiny", {"encoder.distance": "1", "seed": "0"}, TABLE)
+    assert reproduce(experiments_dir.folder, "--dry-run", "hydra/launcher=nope") == 1
+    captured = capsys.readouterr()
+    [error] = captured.err.strip().splitlines()
+    assert captured.out == "" and error.startswith("igel-reproduce: error: hydra/launcher=nope: ")
+    assert "Could not find 'hydra/launcher/nope'" in error
 
 
 @pytest.mark.parametrize(

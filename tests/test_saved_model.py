@@ -130,6 +130,19 @@ def test_a_deepwalk_run_has_no_model(compose_config, store_uri):
     )
 
 
+def test_an_igel_run_that_failed_before_its_model_says_so(store_uri):
+    client = mlflow.MlflowClient(store_uri)  # an IGEL run ended FAILED before training was done
+    run_id = client.create_run(client.create_experiment("clustering")).info.run_id
+    client.log_param(run_id, "encoder.name", "igel")
+    client.set_terminated(run_id, "FAILED")
+    with pytest.raises(ModelError) as error:
+        IGELModel.load(run_id)
+    assert str(error.value) == (
+        f"run {run_id} (experiment clustering, encoder=igel) has no IGEL model: the run is FAILED, and logs its model"
+        " once trained"
+    )
+
+
 def test_a_deleted_run_is_named(compose_config, store_uri):
     run_id = last_run(compose_config(*QUICK))
     mlflow.MlflowClient().delete_run(run_id)

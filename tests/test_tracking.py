@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from igel_exp.errors import StoreError
 from igel_exp.reproduce import report_main, reproduce_main
 from igel_exp.tracking import (
+    PARENT_RUN_ENV,
     PROCESS_TAG,
     SERVER_PROBE_S,
     STALE_TAG,
@@ -68,6 +69,18 @@ def test_a_crash_inside_a_run_leaves_it_failed_with_the_error(tracking_uri):
     run = mlflow.get_run(logger.run_id)
     assert run.info.status == "FAILED"
     assert run.data.tags["error"] == "ZeroDivisionError: division by zero"
+
+
+def test_a_parent_run_that_is_not_in_the_store_is_one_line_and_no_run(store_uri, monkeypatch):
+    nested = OmegaConf.merge(config(), {"tracking": {"parent_run_id": "deadbeef"}})
+    with pytest.raises(StoreError, match=r"^tracking.parent_run_id=deadbeef: no such run in the MLflow store sqlite"):
+        with tracked_run(nested, "toy"):
+            pass
+    monkeypatch.setenv(PARENT_RUN_ENV, "feedbeef")  # as a sweep's launcher hands it to its jobs
+    with pytest.raises(StoreError, match=r"^\$IGEL_PARENT_RUN_ID=feedbeef: no such run"):
+        with tracked_run(config(), "toy"):
+            pass
+    assert mlflow.search_runs(search_all_experiments=True).empty
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["Ctrl-C", "SIGTERM"])

@@ -194,6 +194,9 @@ def _with_isolated(graph: ig.Graph, report: GraphReport, name: str) -> ig.Graph:
     return graph
 
 
+MAX_ERDOS_RENYI_NODES = 2**27  # beyond, ig.Graph.Erdos_Renyi fails: "Sampling interval too large"
+
+
 def erdos_renyi_size(config: Mapping[str, Any]) -> tuple[int, int]:
     """(nodes, edges) of the G(n, m) that `config` asks for, m = round(n · average_degree / 2); checked."""
     n, degree = config.get("num_nodes"), config.get("average_degree")
@@ -201,6 +204,11 @@ def erdos_renyi_size(config: Mapping[str, Any]) -> tuple[int, int]:
         raise ConfigError(f"dataset.num_nodes must be a positive integer, got {n!r}")
     if isinstance(degree, bool) or not isinstance(degree, (int, float)) or degree < 0:
         raise ConfigError(f"dataset.average_degree must be a non-negative number, got {degree!r}")
+    if n > MAX_ERDOS_RENYI_NODES:
+        raise ConfigError(
+            f"dataset.num_nodes={n}: igraph samples a G(n, m) of at most {MAX_ERDOS_RENYI_NODES:,} nodes (2^27: its"
+            " n(n-1)/2 node pairs must stay below 2^53)"
+        )
     edges = round(n * degree / 2)
     if edges > n * (n - 1) // 2:
         raise ConfigError(

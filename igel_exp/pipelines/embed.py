@@ -7,6 +7,7 @@ gives the embeddings. The model is loaded before the run starts, so a source_run
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -27,19 +28,20 @@ log = logging.getLogger(__name__)
 SOURCE_RUN_TAG = "igel.source_run"  # the run (or folder) whose model made the embeddings
 
 
-def check(config: DictConfig) -> DictConfig:
+def check(config: DictConfig, given: Iterable[str] = ()) -> DictConfig:
     """What can be checked before the model is loaded and the run starts, as igel-run's pipelines.check does (the
-    keys' types and ranges, the dataset's files); then the config as embed reads it."""
-    schema.check(config)
+    keys' types and ranges, the command line's keys `given` against the options picked, the dataset's files); then
+    the config as embed reads it."""
+    schema.check(config, given)
     config = schema.plain(config)
     check_dataset(config.dataset, data_context(config))
     return config
 
 
-def embed(config: DictConfig) -> dict[str, float]:
+def embed(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
     """Embed `dataset` with the model of `source_run`; logs embeddings.npy, nodes.csv and the clamped nodes. The
     config is checked first (check): a bad one makes no run."""
-    config = check(config)
+    config = check(config, given)
     set_threads(config.get("threads"))
     stages = Stages()
     with stages("load_model"):
