@@ -399,9 +399,7 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
     uri = tracking_uri(tracking.get("uri"))
     open_experiment(uri, experiment)
     if parent:
-        _check_parent(
-            f"tracking.parent_run_id={parent}" if tracking.get("parent_run_id") else f"${PARENT_RUN_ENV}={parent}", uri
-        )
+        _check_parent(parent, uri, "tracking.parent_run_id" if tracking.get("parent_run_id") else f"${PARENT_RUN_ENV}")
     try:
         with store_call():
             run = mlflow.start_run(run_name=run_name, parent_run_id=parent, nested=parent is not None, tags=tags)
@@ -421,17 +419,18 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
         mlflow.end_run()
 
 
-def _check_parent(given: str, uri: str) -> None:
-    """Raise StoreError unless the parent run a job is to be nested under (`given`: KEY=RUN_ID, as the config key or
-    the environment variable set it) is a run of the store: MLflow's own error is a traceback from inside start_run."""
-    parent = given.partition("=")[2]
+def _check_parent(parent: str, uri: str, source: str) -> None:
+    """Raise StoreError unless the parent run a job is to be nested under (named by `source`, the config key or the
+    environment variable) is a run of the store: MLflow's own error is a traceback from inside start_run."""
     try:
         with store_call():
             mlflow.MlflowClient().get_run(parent)
     except MlflowException as error:
         if error.error_code != "RESOURCE_DOES_NOT_EXIST":
             raise
-        raise StoreError(f"{given}: no such run in the MLflow store {uri} (the parent run of a sweep's jobs)") from None
+        raise StoreError(
+            f"{source}={parent}: no such run in the MLflow store {uri} (the parent run of a sweep's jobs)"
+        ) from None
 
 
 def _handle_interrupts(handler: Callable[[int, object], None]) -> dict[int, Any]:
