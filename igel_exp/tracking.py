@@ -146,25 +146,36 @@ def use_store(uri: str) -> str:
 
     Creating a sqlite store runs its migrations, which two processes must not do at once (two `igel-run`
     started together in a fresh directory: one crashes on the other's half-made schema), so creation holds
-    an exclusive lock on `<db>.lock` beside it.
+    an exclusive lock on `<db>.lock` beside it; so does the check that an existing file is an MLflow store, which
+    would otherwise read another process's half-made schema as a database of something else.
     """
     check_store_uri(uri)
     mlflow.set_tracking_uri(uri)
     database = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
     if database is not None and database.is_dir():  # MLflow would retry its connection for two minutes
         raise IsADirectoryError(errno.EISDIR, "a folder, not a database file", str(database))
-    if database is not None and database.is_file():
-        _refuse_foreign_database(database)
-    if database is not None and fcntl is not None:
+    if database is not None:
         database.parent.mkdir(parents=True, exist_ok=True)
-        with open(f"{database}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                mlflow.MlflowClient(tracking_uri=uri).search_experiments(max_results=1)  # creates or migrates it
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with _creation_lock(database):
+            if database.is_file():
+                _refuse_foreign_database(database)
+            mlflow.MlflowClient(tracking_uri=uri).search_experiments(max_results=1)  # creates or migrates it
     close_stale_runs(uri)
     return uri
+
+
+@contextmanager
+def _creation_lock(database: Path) -> Iterator[None]:
+    """An exclusive lock on `<database>.lock` for the block (none where fcntl is missing: Windows)."""
+    if fcntl is None:
+        yield
+        return
+    with open(f"{database}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def check_store_uri(uri: str, *, key: str = "tracking.uri") -> None:
