@@ -162,8 +162,10 @@ def _raised_in_hydra(error: BaseException) -> bool:
 class SweepCheck(Callback):
     """Checks every job of an `igel-run -m` (or `igel-embed -m`: `program`) sweep before the first one starts, and
     before the sweep's MLflow store and parent run are made (conf/config.yaml and conf/embed.yaml list it first): a
-    bad value in the tenth job stops the sweep at once, with one line, not after nine runs. Sweepers other than Hydra's
-    basic one expand their sweeps themselves: their jobs are each checked before their run only."""
+    bad value in the tenth job stops the sweep at once, with one line, not after nine runs. The configs first, then
+    what they need at hand: the datasets' files (with data.download=false) and igel-embed's source runs' models.
+    Sweepers other than Hydra's basic one expand their sweeps themselves: their jobs are each checked before their
+    run only."""
 
     def __init__(self, program: str = "igel-run"):
         self.program = program
@@ -175,25 +177,32 @@ class SweepCheck(Callback):
         from igel_exp.pipelines import embed
         from igel_exp.plan import shown, sweep_jobs
 
-        check = embed.check if self.program == "igel-embed" else pipelines.check
+        if self.program == "igel-embed":
+            check, at_hand = embed.check, embed.check_source
+        else:
+            check, at_hand = pipelines.check, pipelines.check_data_files
         prefix = f"{self.program}: error:"
+
+        def job_check(function: Callable[[DictConfig], Any], overrides: list[str], job: DictConfig) -> Any:
+            try:
+                return function(job)
+            except IgelError as error:
+                sys.exit(f"{prefix} the job {shown(overrides)}: {error}")
 
         # SystemExit: Hydra turns a callback's exceptions into warnings and goes on
         try:
             given = override_keys(config.hydra.overrides.task)
             unused = set(given)  # the command line's keys that no job's options take
-            jobs = 0
+            jobs = []
             for overrides, job in sweep_jobs(config):  # composition errors name the job's overrides
-                jobs += 1
-                try:
-                    check(job)
-                except IgelError as error:
-                    sys.exit(f"{prefix} the job {shown(overrides)}: {error}")
+                jobs.append((overrides, job_check(check, overrides, job)))
                 unused &= set(not_taken(job, given))
             if not jobs:
                 sys.exit(f"{prefix} the sweep has no jobs (a sweep over an empty range or list?)")
             for key in (key for key in given if key in unused):
                 sys.exit(f"{prefix} no job of the sweep takes {key}; {taken_by(key)}")
+            for overrides, job in jobs:
+                job_check(at_hand, overrides, job)
         except (HydraException, OmegaConfBaseException, IgelError) as error:
             sys.exit(f"{prefix} {describe(error)}")
 

@@ -411,8 +411,10 @@ def _expand(arguments: list[str], where: str) -> list[list[str]]:
 
 def shown(overrides: Sequence[str]) -> str:
     """A job's overrides as one types them: Hydra's sweep expansion escapes the characters of its grammar in each value
-    (`tracking.uri=sqlite\\:///runs.db`), which an error line should not show."""
-    return " ".join(re.sub(r"\\(.)", r"\1", override) for override in overrides)
+    (`tracking.uri=sqlite\\:///runs.db`) and writes booleans as Python does (`data.download=False`), which an error
+    line should not show."""
+    typed = (re.sub(r"=(True|False)$", lambda bool_: bool_[0].lower(), override) for override in overrides)
+    return " ".join(re.sub(r"\\(.)", r"\1", override) for override in typed)
 
 
 def _key(override: str) -> str:

@@ -20,8 +20,11 @@ A reader refuses any other version rather than guess; a change of meaning gets a
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,7 @@ import mlflow
 import numpy as np
 import scipy.sparse as sp
 import torch
+from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR
 from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig, OmegaConf
 
@@ -146,14 +150,15 @@ class IGELModel:
             logger.folder(self.save(folder), ARTIFACT)
 
     @classmethod
-    def load(cls, source: str | Path, uri: str | None = None) -> IGELModel:
+    def load(cls, source: str | Path, uri: str | None = None, progress: bool = True) -> IGELModel:
         """The model in a folder (one holding igel-model.json, or its `model/` subfolder), or of an MLflow run id
-        in the store at `uri` (default: tracking.tracking_uri's). Raises ModelError with one line saying why not."""
+        in the store at `uri` (default: tracking.tracking_uri's), downloaded under MLflow's progress bar where
+        `progress`. Raises ModelError with one line saying why not."""
         path = Path(source)
         for folder in (path, path / ARTIFACT, path.parent if path.name == MANIFEST else None):
             if folder is not None and (folder / MANIFEST).is_file():
                 return cls.read(folder)
-        with tempfile.TemporaryDirectory() as scratch:
+        with tempfile.TemporaryDirectory() as scratch, _artifact_bars(progress):
             return cls.read(_download(str(source), tracking_uri(uri), Path(scratch)))
 
     @classmethod
@@ -178,6 +183,22 @@ class IGELModel:
             return cls(encoder, state["weight"], state.get("affine"), manifest["trained_on"], manifest["config"])
         except (OSError, KeyError, TypeError, ValueError, RuntimeError, EOFError, pickle.UnpicklingError) as error:
             raise ModelError(f"{folder}: a malformed IGEL model ({type(error).__name__}: {error})") from None
+
+
+@contextmanager
+def _artifact_bars(shown: bool) -> Iterator[None]:
+    """MLflow's progress bars of artifact downloads shown or not, for the block (an environment variable it reads)."""
+    name = MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name
+    previous = os.environ.get(name)
+    if not shown:
+        os.environ[name] = "false"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
 
 
 @store_call()

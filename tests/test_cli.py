@@ -145,6 +145,19 @@ def test_a_bad_job_stops_a_sweep_before_its_store_and_its_first_run(tmp_path, mo
     assert exit_line("-m", *HERE, "dataset=miserables,miserables_cloned", "dataset.num_nodes=64") == (
         "igel-run: error: no job of the sweep takes dataset.num_nodes; dataset=erdos_renyi takes it"
     )
+    # a dataset absent from the data root, not to be downloaded: found before the runs on the others, not after them
+    offline = ["data.download=false", "data.root=no-data"]
+    assert exit_line("-m", *HERE, "dataset=miserables,facebook", *offline) == (
+        "igel-run: error: the job dataset=facebook data.download=false data.root=no-data: Facebook.edgelist.gz is"
+        f" missing: download https://snap.stanford.edu/data/facebook_combined.txt.gz into {tmp_path}/no-data/Facebook/"
+        " as Facebook.edgelist.gz (or set data.download=true, or point data.root / $IGEL_DATA_DIR at a folder that"
+        " has it)"
+    )
+    # every job's config before what the jobs need at hand
+    assert exit_line("-m", *HERE, "dataset=facebook,miserables", *offline, "trainer.epochs=1,0").startswith(
+        "igel-run: error: the job dataset=facebook data.download=false data.root=no-data trainer.epochs=0:"
+        " trainer.epochs=0: expected"
+    )
     assert not (tmp_path / "mlflow.db").exists()
 
 

@@ -9,7 +9,16 @@ from pathlib import Path
 import igraph as ig
 import pytest
 
-from igel_exp.data import DataContext, RemoteFile, fetch, load_dataset, read_edgelist, registry, resolve_data_root
+from igel_exp.data import (
+    DataContext,
+    RemoteFile,
+    check_files,
+    fetch,
+    load_dataset,
+    read_edgelist,
+    registry,
+    resolve_data_root,
+)
 from igel_exp.errors import ConfigError, DataError
 
 
@@ -231,6 +240,47 @@ def test_corrupted_local_copy_is_refused(tmp_path):
     write(local / "toy.edgelist.gz", "0 2\n")
     with pytest.raises(DataError, match="content sha256 does not match"):
         fetch(spec, tmp_path / "root", download=False)
+
+
+NAMED = [
+    ({"name": "facebook"}, "Facebook.edgelist.gz is missing: download"),
+    ({"name": "astroph"}, "ca-AstroPh.txt.gz is missing: download"),
+    ({"name": "sister_cities"}, "SisterCity.edgelist.gz is missing: download"),
+    ({"name": "ppi", "layout": "graphsage", "features": True}, "missing ppi-G.json, ppi-id_map.json, ppi-feats.npy;"),
+    ({"name": "ppi"}, "missing ppi-G.json, ppi-id_map.json; get them from"),
+]
+
+
+@pytest.mark.parametrize("config, line", NAMED)
+def test_check_files_fails_where_loading_would_on_a_missing_file(tmp_path, config, line):
+    """A sweep checks a named dataset's files before its first run (check_files): the same error as its loader's."""
+    offline = DataContext(tmp_path / "empty", download=False, seed=0)
+    with pytest.raises(DataError) as checked:
+        check_files(config, offline)
+    with pytest.raises(DataError) as loaded:
+        load_dataset(config, offline)
+    assert line in str(checked.value) and str(checked.value) == str(loaded.value)
+    check_files(config, DataContext(tmp_path / "empty", download=True, seed=0))  # the run would download them
+    assert not (tmp_path / "empty").exists()
+
+
+def test_check_files_names_the_one_file_a_dataset_lacks_and_takes_astroph_derived_copy(tmp_path):
+    offline = DataContext(tmp_path, download=False, seed=0)
+    for folder in ("SisterCity", "CA-AstroPh"):
+        (tmp_path / folder).mkdir()
+    write(tmp_path / "SisterCity" / "SisterCity.edgelist.gz", "0 1\n")
+    with pytest.raises(DataError, match="^GraphNodeTable.csv.gz is missing: download"):
+        check_files({"name": "sister_cities"}, offline)
+    write(tmp_path / "CA-AstroPh" / "CA-AstroPh.edgelist.gz", "0 1\n")  # what the loader reads without SNAP's file
+    check_files({"name": "astroph"}, offline)
+    check_files({"name": "miserables"}, offline)  # generated or shipped: nothing to find
+    check_files({"name": "erdos_renyi", "num_nodes": 8, "average_degree": 2}, offline)
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("name", ["facebook", "astroph", "sister_cities", "ppi"])
+def test_check_files_passes_on_the_shared_data_root(data_root, name):
+    check_files({"name": name}, DataContext(data_root, download=False, seed=0))
 
 
 def test_data_root_from_config_env_or_cache(tmp_path, monkeypatch):

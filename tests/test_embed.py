@@ -59,6 +59,8 @@ def test_a_bad_source_run_fails_before_any_run(store_uri):
         (["dataset=erdos_renyi", "dataset.num_nodes=0"], "dataset.num_nodes=0: expected an integer ≥ 1"),
         # was ignored: Les Misérables embedded
         (["dataset=miserables", "dataset.path=graph.txt"], "dataset.path is not a setting of dataset=miserables"),
+        # was a FAILED run: a named dataset's file is looked for before the run, too
+        (["dataset=facebook", "data.download=false", "data.root=no-data"], "Facebook.edgelist.gz is missing: download"),
     ],
 )
 def test_a_bad_embed_config_fails_in_one_line_before_any_run(store_uri, overrides, line):
@@ -86,6 +88,23 @@ def test_a_bad_job_stops_an_embed_sweep_before_its_store_and_its_first_run(tmp_p
             embed_main()
         assert exited.value.code.startswith(f"igel-embed: error: {line}"), exited.value.code
     assert not (tmp_path / "mlflow.db").exists()  # no run, not even a store
+
+
+def test_a_source_run_without_a_model_stops_an_embed_sweep_before_its_first_run(compose_config, store_uri, tmp_path):
+    pipelines.run(compose_config(*QUICK, "dataset=miserables", "threads=1"))
+    source = mlflow.last_active_run().info.run_id
+    here = ["hydra.sweep.dir=" + str(tmp_path / "multirun"), "hydra/job_logging=none", "hydra/hydra_logging=none"]
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(SystemExit) as exited:
+        patch.setattr(sys, "argv", ["igel-embed", "-m", *here, f"source_run={source},nope", "dataset=miserables"])
+        embed_main()
+    assert exited.value.code == (
+        f"igel-embed: error: the job source_run=nope dataset=miserables: 'nope' is neither a model folder nor a run of"
+        f" the MLflow store {store_uri}"
+    )
+    client = mlflow.MlflowClient(store_uri)
+    assert [run.info.run_id for run in client.search_runs([e.experiment_id for e in client.search_experiments()])] == [
+        source  # the embedding of the good source was not made either
+    ]
 
 
 def test_igel_embed_help_lists_the_groups_it_takes_only(capsys):

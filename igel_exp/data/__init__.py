@@ -1,7 +1,15 @@
 """Datasets: the registry of named graphs, edge-list reading, the data root and checksummed downloads."""
 
 from igel_exp.data.edgelist import GraphReport, read_edgelist, simple_graph
-from igel_exp.data.registry import DATASETS, DataContext, Dataset, check_dataset, igraph_seed, load_dataset
+from igel_exp.data.registry import (
+    DATASETS,
+    DataContext,
+    Dataset,
+    check_dataset,
+    check_files,
+    igraph_seed,
+    load_dataset,
+)
 from igel_exp.data.sources import RemoteFile, fetch, resolve_data_root
 
 __all__ = [
@@ -9,6 +17,7 @@ __all__ = [
     "DataContext",
     "Dataset",
     "check_dataset",
+    "check_files",
     "GraphReport",
     "RemoteFile",
     "fetch",

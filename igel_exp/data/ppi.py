@@ -103,27 +103,37 @@ def _flag(config: Mapping[str, Any], key: str) -> bool:
     return value
 
 
-@register("ppi")
-def _ppi(config: Mapping[str, Any], context: DataContext) -> NodeDataset:
-    """PPI from `<data root>/PPI/`, checksummed; missing GraphSAGE files are fetched from ppi.zip when allowed."""
+def _ppi_files(config: Mapping[str, Any], context: DataContext) -> tuple[_Files, str, list[str]]:
+    """PPI's folder, the layout read (dataset.layout, `auto` resolved by the files present) and the files it needs."""
     layout = config.get("layout", "auto")
     if layout not in LAYOUTS:
         raise ConfigError(f"dataset.layout={layout!r} is not one of {', '.join(LAYOUTS)}")
     files = _Files(context.root / PPI_FOLDER, "ppi")
-    with_features, with_labels = _flag(config, "features"), _flag(config, "labels")
     if layout == "auto":
         edgelists = all(files.exists(f"{split}.edgelist") for split in SPLITS)
         layout = "edgelists" if edgelists and not files.exists("G.json") else "graphsage"
     structure = ["G.json", "id_map.json"] if layout == "graphsage" else [f"{s}.edgelist" for s in SPLITS]
     if layout == "edgelists":
         structure.append("id_map.json")
-    needed = structure + ["feats.npy"] * with_features + ["class_map.json"] * with_labels
+    needed = structure + ["feats.npy"] * _flag(config, "features") + ["class_map.json"] * _flag(config, "labels")
+    return files, layout, needed
+
+
+def _ppi_at_hand(config: Mapping[str, Any], context: DataContext) -> None:
+    files, _, needed = _ppi_files(config, context)
+    _ensure_ppi_files(files, needed, context.download, extract=False)
+
+
+@register("ppi", files=_ppi_at_hand)
+def _ppi(config: Mapping[str, Any], context: DataContext) -> NodeDataset:
+    """PPI from `<data root>/PPI/`, checksummed; missing GraphSAGE files are fetched from ppi.zip when allowed."""
+    files, layout, needed = _ppi_files(config, context)
     _ensure_ppi_files(files, needed, context.download)
     for suffix in needed:
         verify(
             files.path(suffix), RemoteFile(str(files.path(suffix)), PPI_URL, content_sha256=PPI_FILES[f"ppi-{suffix}"])
         )
-    return _read_node_dataset("ppi", files, layout, with_features, with_labels)
+    return _read_node_dataset("ppi", files, layout, _flag(config, "features"), _flag(config, "labels"))
 
 
 def _graphsage_files(config: Mapping[str, Any], context: DataContext | None = None) -> _Files:
@@ -155,8 +165,9 @@ def _graphsage(config: Mapping[str, Any], context: DataContext) -> NodeDataset:
     return _read_node_dataset(files.prefix, files, "graphsage", with_features, with_labels)
 
 
-def _ensure_ppi_files(files: _Files, needed: list[str], download: bool) -> None:
-    """Raise one DataError naming every missing file and where to get it, after a download when allowed."""
+def _ensure_ppi_files(files: _Files, needed: list[str], download: bool, extract: bool = True) -> None:
+    """Raise one DataError naming every missing file and where to get it, after a download when allowed (`extract`;
+    otherwise only where none is allowed)."""
     missing = [suffix for suffix in needed if not files.exists(suffix)]
     if not missing:
         return
@@ -170,6 +181,8 @@ def _ensure_ppi_files(files: _Files, needed: list[str], download: bool) -> None:
     where = f"get them from {PPI_URL} (inside its ppi/ folder) and put them in {files.folder}/"
     if not download:
         raise DataError(f"{files.folder}: missing {names}; {where} (or set data.download=true)")
+    if not extract:
+        return
     try:
         _extract_from_archive(files, [f"ppi-{suffix}" for suffix in missing])
     except DataError as error:

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from igel_exp.data.edgelist import GraphReport, read_edgelist, read_pairs, readable_file, simple_graph
-from igel_exp.data.sources import RemoteFile, fetch
+from igel_exp.data.sources import RemoteFile, fetch, local_copy
 from igel_exp.errors import ConfigError, DataError
 
 
@@ -37,6 +37,7 @@ Loader = Callable[[Mapping[str, Any], DataContext], Dataset]
 Check = Callable[[Mapping[str, Any], DataContext], None]
 DATASETS: dict[str, Loader] = {}
 CHECKS: dict[str, Check] = {}  # what a dataset can check before a run starts (the user's own files, sizes)
+FILE_CHECKS: dict[str, Check] = {}  # whether a named dataset's files are at hand (check_files)
 
 FILES = {
     "facebook": RemoteFile(
@@ -61,16 +62,30 @@ FILES = {
 ASTROPH_SELF_LOOP_ONLY_NODE = "64582"
 
 
-def register(name: str, check: Check | None = None) -> Callable[[Loader], Loader]:
-    """Register a loader under `name`, with the `check` it can make before a run starts (no reading of the data)."""
+def register(name: str, check: Check | None = None, files: Check | None = None) -> Callable[[Loader], Loader]:
+    """Register a loader under `name`, with the `check` it can make before a run starts (no reading of the data) and,
+    for a named dataset, `files`: DataError where a file it needs is absent from the data root and may not be
+    downloaded (check_files)."""
 
     def decorate(loader: Loader) -> Loader:
         DATASETS[name] = loader
         if check is not None:
             CHECKS[name] = check
+        if files is not None:
+            FILE_CHECKS[name] = files
         return loader
 
     return decorate
+
+
+def files_at_hand(*specs: RemoteFile) -> Check:
+    """The `files` check of a named dataset made of these files."""
+
+    def check(config: Mapping[str, Any], context: DataContext) -> None:
+        for spec in specs:
+            local_copy(spec, context.root, context.download)
+
+    return check
 
 
 def check_dataset(config: Mapping[str, Any], context: DataContext) -> None:
@@ -81,6 +96,15 @@ def check_dataset(config: Mapping[str, Any], context: DataContext) -> None:
         raise ConfigError(f"dataset.name={name!r} is unknown; valid datasets: {', '.join(sorted(DATASETS))}")
     if name in CHECKS:
         CHECKS[name](config, context)
+
+
+def check_files(config: Mapping[str, Any], context: DataContext) -> None:
+    """DataError naming the first file of a named dataset (of a config check_dataset passed) that is neither under the
+    data root nor to be downloaded (data.download=false), as loading it would fail. What a sweep and igel-embed check
+    before their first run; a single igel-run fetches inside its run, and a missing dataset is that run's recorded
+    error."""
+    if config.get("name") in FILE_CHECKS:
+        FILE_CHECKS[config["name"]](config, context)
 
 
 def load_dataset(config: Mapping[str, Any], context: DataContext) -> Dataset:
@@ -147,14 +171,26 @@ def _edgelist(config: Mapping[str, Any], context: DataContext) -> Dataset:
     return Dataset(path.name, graph, report)
 
 
-@register("facebook")
+@register("facebook", files=files_at_hand(FILES["facebook"]))
 def _facebook(config: Mapping[str, Any], context: DataContext) -> Dataset:
     path = fetch(FILES["facebook"], context.root, context.download)
     graph, report = read_edgelist(path, parallel_edges=bool(config.get("parallel_edges", False)))
     return Dataset("facebook", graph, report)
 
 
-@register("astroph")
+def _astroph_file(context: DataContext) -> RemoteFile:
+    """SNAP's file, or the derived copy where the root has that and not SNAP's."""
+    derived = FILES["astroph_derived"]
+    if (context.root / derived.path).exists() and not (context.root / FILES["astroph"].path).exists():
+        return derived
+    return FILES["astroph"]
+
+
+def _astroph_at_hand(config: Mapping[str, Any], context: DataContext) -> None:
+    local_copy(_astroph_file(context), context.root, context.download)
+
+
+@register("astroph", files=_astroph_at_hand)
 def _astroph(config: Mapping[str, Any], context: DataContext) -> Dataset:
     """arXiv AstroPh from SNAP's file, or the derived one-line-per-edge copy when that is what the root has.
 
@@ -163,9 +199,9 @@ def _astroph(config: Mapping[str, Any], context: DataContext) -> Dataset:
     order drawn from the run's seed, and numbered, as Read_Ncol would, by first appearance.
     """
     parallel = bool(config.get("parallel_edges", False))
-    derived = FILES["astroph_derived"]
-    if (context.root / derived.path).exists() and not (context.root / FILES["astroph"].path).exists():
-        path = fetch(derived, context.root, download=False)
+    source = _astroph_file(context)
+    if source is FILES["astroph_derived"]:
+        path = fetch(source, context.root, download=False)
         if parallel:
             graph, report = _both_ways(path, context.seed)
         else:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from igel_exp.data.edgelist import GraphReport, read_pairs, simple_graph
-from igel_exp.data.registry import DataContext, Dataset, register
+from igel_exp.data.registry import DataContext, Dataset, files_at_hand, register
 from igel_exp.data.sources import RemoteFile, fetch, is_gzip
 from igel_exp.errors import DataError, first_line
 
@@ -36,7 +36,7 @@ FILES = {
 NODE_COLUMNS = ("Id", "Label", "Country", "Lat", "Lng", "IsCapital")
 
 
-@register("sister_cities")
+@register("sister_cities", files=files_at_hand(*FILES.values()))
 def _sister_cities(config: Mapping[str, Any], context: DataContext) -> Dataset:
     """The undirected simple graph (vertex i is graph id i) and its node table aligned to vertex order."""
     edges_path = fetch(FILES["edges"], context.root, context.download)

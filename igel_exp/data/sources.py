@@ -90,15 +90,21 @@ def verify(path: Path, spec: RemoteFile) -> None:
         raise DataError(f"{path}: unreadable ({error}); delete it and fetch {spec.url} again") from error
 
 
+def local_copy(spec: RemoteFile, root: Path, download: bool) -> Path:
+    """Where the copy of `spec` lies under `root`; DataError when it is absent and may not be downloaded."""
+    target = root / spec.path
+    if not download and not target.exists():
+        raise DataError(
+            f"{target.name} is missing: download {spec.url} into {target.parent}/ as {target.name}"
+            " (or set data.download=true, or point data.root / $IGEL_DATA_DIR at a folder that has it)"
+        )
+    return target
+
+
 def fetch(spec: RemoteFile, root: Path, download: bool) -> Path:
     """Local path of a verified copy of `spec` under `root`, downloading it first when allowed."""
-    target = root / spec.path
+    target = local_copy(spec, root, download)
     if not target.exists():
-        if not download:
-            raise DataError(
-                f"{target.name} is missing: download {spec.url} into {target.parent}/ as {target.name}"
-                " (or set data.download=true, or point data.root / $IGEL_DATA_DIR at a folder that has it)"
-            )
         _download(spec, target)
     verify(target, spec)
     return target

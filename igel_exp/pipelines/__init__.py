@@ -15,7 +15,7 @@ from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR
 from omegaconf import DictConfig
 
 from igel_exp import schema
-from igel_exp.data import DataContext, check_dataset, resolve_data_root
+from igel_exp.data import DataContext, check_dataset, check_files, resolve_data_root
 from igel_exp.errors import BudgetError, ConfigError, IgelError, first_line
 from igel_exp.protocol import check_protocol
 from igel_exp.training import BUCKETS_NEED_UNIFORM_NOISE, resolve_device, seed_everything, set_threads
@@ -65,6 +65,13 @@ def check(config: DictConfig, given: Iterable[str] = ()) -> DictConfig:
     for function in CHECKS.get(name, []):
         function(config)
     return config
+
+
+def check_data_files(config: DictConfig) -> None:
+    """That the files of the (checked) config's dataset are at hand (data.check_files): what `igel-run -m` asks of every
+    job before its first, so that a dataset missing from the data root stops the sweep before its first run, not after
+    the runs on the others. A single run fetches inside its run (check)."""
+    check_files(config.dataset, data_context(config))
 
 
 def data_context(config: DictConfig) -> DataContext:

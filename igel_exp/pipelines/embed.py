@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from omegaconf import DictConfig
 
 from igel_exp import schema
-from igel_exp.data import check_dataset
+from igel_exp.data import check_dataset, check_files
 from igel_exp.errors import ModelError
 from igel_exp.pipelines import data_context
 from igel_exp.pipelines.common import Stages, load
@@ -30,12 +30,19 @@ SOURCE_RUN_TAG = "igel.source_run"  # the run (or folder) whose model made the e
 
 def check(config: DictConfig, given: Iterable[str] = ()) -> DictConfig:
     """What can be checked before the model is loaded and the run starts, as igel-run's pipelines.check does (the
-    keys' types and ranges, the command line's keys `given` against the options picked, the dataset's files); then
-    the config as embed reads it."""
+    keys' types and ranges, the command line's keys `given` against the options picked), and that the dataset's files
+    are at hand (a named dataset's too: no run is recorded for a missing one); then the config as embed reads it."""
     schema.check(config, given)
     config = schema.plain(config)
-    check_dataset(config.dataset, data_context(config))
+    context = data_context(config)
+    check_dataset(config.dataset, context)
+    check_files(config.dataset, context)
     return config
+
+
+def check_source(config: DictConfig) -> None:
+    """That the (checked) config's source_run has a model: what `igel-embed -m` asks of every job before its first."""
+    IGELModel.load(str(config.source_run), config.tracking.uri, progress=False)  # the job's line names source_run
 
 
 def embed(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
@@ -45,7 +52,7 @@ def embed(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
     set_threads(config.get("threads"))
     stages = Stages()
     with stages("load_model"):
-        model = source_model(str(config.source_run), config.tracking.uri)
+        model = source_model(str(config.source_run), config.tracking.uri, config.progress)
     with tracked_run(config, config.name) as logger:
         logger.tags({SOURCE_RUN_TAG: config.source_run})
         with stages("load"):
@@ -75,10 +82,10 @@ def embed(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
     return metrics
 
 
-def source_model(source: str, uri: str | None) -> IGELModel:
+def source_model(source: str, uri: str | None, progress: bool = True) -> IGELModel:
     """IGELModel.load, its one-line error naming the config key."""
     try:
-        return IGELModel.load(source, uri)
+        return IGELModel.load(source, uri, progress)
     except ModelError as error:
         raise ModelError(f"source_run={source}: {error}") from None
 
