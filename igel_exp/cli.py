@@ -65,6 +65,7 @@ def _given() -> list[str]:
 
 def main() -> None:
     """igel-run: the Hydra app, with a config that fails to compose reported in one line."""
+    _check_options("igel-run")
     _refuse_deleted_groups("igel-run", "config")
     with one_line_errors("igel-run"):
         app()
@@ -72,9 +73,24 @@ def main() -> None:
 
 def embed() -> None:
     """igel-embed: the Hydra app, with a config that fails to compose reported in one line."""
+    _check_options("igel-embed")
     _refuse_deleted_groups("igel-embed", "embed")
     with one_line_errors("igel-embed"):
         embed_app()
+
+
+def _check_options(program: str) -> None:
+    """The command line read by Hydra's own parser first, whose option errors (`--bogus`, `--cfg jobs`) end in one line,
+    exit status 2, as igel-report's and igel-reproduce's do: argparse prints its usage block above them."""
+    from hydra._internal.utils import get_args_parser
+
+    parser = get_args_parser()
+
+    def error(message: str) -> None:
+        parser.exit(2, f"{program}: error: {message} ({program} --help lists the options)\n")
+
+    parser.error = error
+    parser.parse_args()
 
 
 def _refuse_deleted_groups(program: str, config_name: str) -> None:

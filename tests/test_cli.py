@@ -14,6 +14,7 @@ import pytest
 from hydra.errors import ConfigCompositionException
 
 from igel_exp import pipelines
+from igel_exp.cli import embed as embed_main
 from igel_exp.cli import main, one_line_errors
 from igel_exp.errors import BudgetError, ConfigError
 from igel_exp.tracking import use_store
@@ -159,6 +160,23 @@ def test_a_bad_job_stops_a_sweep_before_its_store_and_its_first_run(tmp_path, mo
         " trainer.epochs=0: expected"
     )
     assert not (tmp_path / "mlflow.db").exists()
+
+
+@pytest.mark.parametrize(
+    "program, argv, line",
+    [
+        ("igel-run", ["--bogus"], "unrecognized arguments: --bogus"),
+        ("igel-run", ["-c", "jobs"], "argument --cfg/-c: invalid choice: 'jobs' (choose from 'job', 'hydra', 'all')"),
+        ("igel-embed", ["--nope", "source_run=x"], "unrecognized arguments: --nope"),
+    ],
+)
+def test_an_option_error_is_one_line_pointing_to_help(capsys, program, argv, line):
+    entry = {"igel-run": main, "igel-embed": embed_main}[program]
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(SystemExit) as exited:
+        patch.setattr(sys, "argv", [program, *argv])
+        entry()
+    assert exited.value.code == 2  # argparse's
+    assert capsys.readouterr().err.splitlines() == [f"{program}: error: {line} ({program} --help lists the options)"]
 
 
 def test_a_bad_value_is_one_line_on_the_command_line(tmp_path):
