@@ -49,6 +49,11 @@ log = logging.getLogger(__name__)
 
 PARENT_RUN_ENV = "IGEL_PARENT_RUN_ID"  # set by a sweep so that its jobs become nested runs
 LAUNCHER_ENV = "IGEL_SWEEP_LAUNCHER"  # the pid of the process that launches a sweep's jobs, which they watch
+# PYTHONWARNINGS filters of the resource trackers' warning of leaked semaphores: multiprocessing's and loky's (joblib)
+QUIET_RESOURCE_TRACKERS = ",".join(
+    f"ignore:resource_tracker:UserWarning:{module}"
+    for module in ("multiprocessing.resource_tracker", "joblib.externals.loky.backend.resource_tracker")
+)
 SWEEP_TAG = "igel.sweep"  # the parent run's id, on the parent and on every job of the sweep
 PROTOCOL_TAG = "igel.protocol"  # faithful (the paper's computation) or the authors' code path: conf/protocol
 NOT_PARAMS = ("reproduce",)  # reference data of experiments/ files: kept in config.yaml, not run params
@@ -563,11 +568,28 @@ def stopping_job_processes(running: Callable[[], int]) -> Iterator[None]:
     def interrupted(signum: int) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
-    previous = _handle_interrupts(StopJobProcesses(running, interrupted))
+    previous, warnings = _handle_interrupts(StopJobProcesses(running, interrupted)), quiet_resource_trackers()
     try:
         yield
     finally:
         _restore_handlers(previous)
+        restore_warnings(warnings)
+
+
+def quiet_resource_trackers() -> str | None:
+    """Have the processes started from now on (joblib's workers, Python's resource trackers) leave out the trackers'
+    warning, at an interrupted sweep's exit, of the semaphores of the workers it stopped, which they then free: noise
+    under the sweep's own line. Returns $PYTHONWARNINGS as it was, for restore_warnings."""
+    previous = os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [previous, QUIET_RESOURCE_TRACKERS]))
+    return previous
+
+
+def restore_warnings(previous: str | None) -> None:
+    if previous is None:
+        os.environ.pop("PYTHONWARNINGS", None)
+    else:
+        os.environ["PYTHONWARNINGS"] = previous
 
 
 @store_call()
@@ -596,6 +618,7 @@ class SweepCallback(Callback):
         self.parent_run_id: str | None = None
         self.experiment_id: str | None = None
         self.previous_handlers: dict[int, Any] = {}
+        self.warnings: str | None = None  # $PYTHONWARNINGS before the sweep (a string: Hydra pickles its callbacks)
 
     @store_call()
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -618,6 +641,7 @@ class SweepCallback(Callback):
         client.set_tag(self.parent_run_id, SWEEP_TAG, self.parent_run_id)
         os.environ[PARENT_RUN_ENV] = self.parent_run_id
         os.environ[LAUNCHER_ENV] = str(os.getpid())  # its worker processes (joblib's) stop if it is killed
+        self.warnings = quiet_resource_trackers()
         atexit.register(self._end, RunStatus.FAILED)
         stop = StopJobProcesses(lambda: running_jobs([self.experiment_id], [self.parent_run_id]), self._exit)
         self.previous_handlers = _handle_interrupts(stop)
@@ -638,6 +662,7 @@ class SweepCallback(Callback):
         client.set_terminated(self.parent_run_id, RunStatus.to_string(status))
         os.environ.pop(PARENT_RUN_ENV, None)
         os.environ.pop(LAUNCHER_ENV, None)
+        restore_warnings(self.warnings)
         self.parent_run_id = None
         _restore_handlers(self.previous_handlers)
         self.previous_handlers = {}

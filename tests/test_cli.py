@@ -287,6 +287,7 @@ def test_interrupts_end_the_runs_in_progress_failed(tmp_path, mode, stop):
         with contextlib.suppress(ProcessLookupError):  # whatever is left of the process group
             os.killpg(process.pid, signal.SIGKILL)
     assert process.returncode == 130 and "interrupted" in output, output[-5000:]
+    assert "Warning" not in output, output[-5000:]  # the resource trackers' of the stopped workers' semaphores
     tracked = runs(tmp_path)
     assert list(tracked.status) == ["FAILED"] * (jobs + ("-m" in mode)), output[-5000:]
     sweep = tracked.get("tags.igel.sweep")  # on a sweep's parent, its own id
