@@ -119,11 +119,20 @@ def _guarded(program: str, work: Callable[[DictConfig], dict], config: DictConfi
             return work(config)
     except (IgelError, OmegaConfBaseException) as error:
         # user input problems: one line, no traceback; the MLflow run (if any) is already FAILED
-        sys.exit(f"{program}: error: {describe(error)}")
+        sys.exit(f"{program}: error: {_in_sweep_job()}{describe(error)}")
     except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM: the run in progress, if any, is already FAILED
         ended = getattr(error, FAILED_RUN, None)
         print(f"{program}: interrupted" + (f"; its run {ended} ended FAILED" if ended else ""), file=sys.stderr)
         sys.exit(130)
+
+
+def _in_sweep_job() -> str:
+    """`the job OVERRIDES: ` in a job of a sweep, whose error line then says which job failed (joblib's run at once);
+    nothing in a single run."""
+    from igel_exp.plan import shown
+
+    hydra_config = HydraConfig.get()
+    return f"the job {shown(hydra_config.overrides.task)}: " if hydra_config.mode == RunMode.MULTIRUN else ""
 
 
 def _work_from_launch_directory() -> None:
