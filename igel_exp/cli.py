@@ -24,7 +24,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from igel_exp.errors import FAILED_RUN, IgelError, first_line, yaml_problem
+from igel_exp.errors import FAILED_RUN, IgelError, first_line, option_error, yaml_problem
 from igel_exp.schema import describe, not_taken, override_keys, picked_groups, taken_by
 
 CONFIG_PATH = "pkg://igel_exp.conf"
@@ -65,7 +65,7 @@ def _given() -> list[str]:
 
 def main() -> None:
     """igel-run: the Hydra app, with a config that fails to compose reported in one line."""
-    _check_options("igel-run")
+    _check_options("igel-run", "config")
     _refuse_deleted_groups("igel-run", "config")
     with one_line_errors("igel-run"):
         app()
@@ -73,24 +73,29 @@ def main() -> None:
 
 def embed() -> None:
     """igel-embed: the Hydra app, with a config that fails to compose reported in one line."""
-    _check_options("igel-embed")
+    _check_options("igel-embed", "embed")
     _refuse_deleted_groups("igel-embed", "embed")
     with one_line_errors("igel-embed"):
         embed_app()
 
 
-def _check_options(program: str) -> None:
+def _check_options(program: str, config_name: str) -> None:
     """The command line read by Hydra's own parser first, whose option errors (`--bogus`, `--cfg jobs`) end in one line,
-    exit status 2, as igel-report's and igel-reproduce's do: argparse prints its usage block above them."""
+    exit status 2, as igel-report's and igel-reproduce's do: argparse prints its usage block above them. A primary
+    config of the program's name (`config_name`.yaml) in --config-dir is refused: Hydra looks there after the package's
+    own configs, so the package's would be used and the user's silently ignored, broken or not."""
     from hydra._internal.utils import get_args_parser
 
     parser = get_args_parser()
-
-    def error(message: str) -> None:
-        parser.exit(2, f"{program}: error: {message} ({program} --help lists the options)\n")
-
-    parser.error = error
-    parser.parse_args()
+    parser.error = lambda message: parser.exit(2, option_error(program, message))
+    options = parser.parse_args()
+    shadowed = Path(options.config_dir or "", f"{config_name}.yaml")
+    if options.config_dir and options.config_name in (None, config_name) and shadowed.is_file():
+        parser.exit(
+            2,
+            f"{program}: error: {shadowed}: --config-dir cannot replace {program}'s own {config_name}.yaml, which Hydra"
+            f" reads first: rename yours and pass --config-name with its name\n",
+        )
 
 
 def _refuse_deleted_groups(program: str, config_name: str) -> None:

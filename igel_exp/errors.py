@@ -1,5 +1,8 @@
 """Errors caused by the user's input (config, data): the CLI prints them as one line, without a traceback."""
 
+import argparse
+from typing import NoReturn
+
 
 class IgelError(Exception):
     """Base class of user-facing errors."""
@@ -41,3 +44,16 @@ def first_line(error: BaseException | str) -> str:
 # the attribute an exception carries once it has ended an MLflow run FAILED (tracking.tracked_run): the run's id, which
 # the CLI's line for an interrupt names (an interrupt before any run started has none)
 FAILED_RUN = "igel_failed_run"
+
+
+def option_error(prog: str, message: str) -> str:
+    """A command's option error as one line, pointing to its --help."""
+    return f"{prog}: error: {message} ({prog} --help lists the options)\n"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An option error in one line, exit status 2, as the commands' other errors (argparse prints its usage block
+    above it)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, option_error(self.prog, message))

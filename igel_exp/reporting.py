@@ -26,8 +26,6 @@ import io
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from urllib.parse import urlparse
 
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
@@ -35,7 +33,7 @@ from mlflow.tracking import MlflowClient
 from igel_exp.errors import ConfigError
 from igel_exp.identity import ADDED_DEFAULTS, HASH_TAG, NOT_IDENTITY, REUSED_TAG
 from igel_exp.plan import DEFAULT_PROTOCOL, Column, Job, Plan, matches, protocol_of, same_value
-from igel_exp.tracking import store_call
+from igel_exp.tracking import store_call, store_exists
 
 FORMATS = ("markdown", "csv", "html")
 SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html"}
@@ -182,17 +180,6 @@ class Table:
             return f"reproduced{only} on the authors' path ({tally}){why}"
         ruled_out = f"; ruled out: {reasons['ruled_out']}" if "ruled_out" in reasons and not unmeasured else ""
         return f"not reproduced ({tally}){ruled_out}"
-
-
-def store_exists(uri: str) -> bool:
-    """Whether a local store is there (reading must not create an empty one); remote stores are assumed."""
-    parsed = urlparse(uri)
-    if parsed.scheme == "sqlite":
-        path = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else parsed.path
-        return path == ":memory:" or Path(path).exists()
-    if parsed.scheme in ("", "file"):
-        return Path(parsed.path if parsed.scheme else uri).exists()
-    return True
 
 
 @store_call()

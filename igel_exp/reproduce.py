@@ -26,7 +26,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
 
 import mlflow
 import yaml
@@ -41,7 +40,7 @@ from hydra.types import HydraContext, RunMode
 from mlflow.entities import RunStatus
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from igel_exp.errors import ConfigError, DataError, IgelError, first_line, yaml_problem
+from igel_exp.errors import ConfigError, DataError, IgelError, OneLineParser, first_line, yaml_problem
 from igel_exp.estimate import Estimate, Estimator, duration_text, finished_durations, load_kinds, reuse_key
 from igel_exp.plan import PACKAGED_CONFIGS, PROFILES, Job, Plan, default_experiments_dir, load_plan, table_files
 from igel_exp.reporting import (
@@ -54,7 +53,6 @@ from igel_exp.reporting import (
     load_runs,
     planned_jobs,
     render,
-    store_exists,
 )
 from igel_exp.tracking import (
     PARENT_RUN_ENV,
@@ -70,6 +68,7 @@ from igel_exp.tracking import (
     sigterm_interrupts,
     stopping_job_processes,
     store_call,
+    store_exists,
     tracking_uri,
 )
 
@@ -340,15 +339,8 @@ def _with_store(job: Job, uri: str) -> DictConfig:
 # Command lines
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """An option error in one line, as the commands' other errors (argparse prints its usage block above it)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the options)\n")
-
-
 def _parser(prog: str, description: str, reproduce: bool) -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog=prog, description=description)
+    parser = OneLineParser(prog=prog, description=description)
     parser.add_argument(
         "items",
         nargs="*",

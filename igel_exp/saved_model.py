@@ -41,8 +41,8 @@ from omegaconf import DictConfig, OmegaConf
 from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import ModelError, first_line
 from igel_exp.identity import REUSED_TAG  # such a run has no model: its source run's is used
-from igel_exp.models import IGELEmbedding, embed_all
-from igel_exp.tracking import RunLogger, store_call, tracking_uri
+from igel_exp.models import PRECISIONS, IGELEmbedding, embed_all
+from igel_exp.tracking import RunLogger, check_store_uri, store_call, store_exists, tracking_uri
 
 FORMAT = "igel-model"
 VERSION = 1
@@ -62,12 +62,18 @@ class IGELModel:
     config: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
+        for name, value in [("W", self.weight), ("the logit's scale and bias", self.affine)]:
+            if value is not None and not (isinstance(value, torch.Tensor) and value.is_floating_point()):
+                raise ModelError(f"{name} is a {type(value).__name__}, not a tensor of floats")
+            if value is not None and not torch.isfinite(value).all():  # it would embed every graph as NaN
+                raise ModelError(f"{name} holds values that are not finite (NaN or infinite)")
         self.weight = self.weight.detach().to("cpu", torch.float32).clone()
         self.affine = None if self.affine is None else self.affine.detach().to("cpu", torch.float32).clone()
         if isinstance(self.config, DictConfig):
             self.config = OmegaConf.to_container(self.config, resolve=True)
         if self.weight.ndim != 2 or self.weight.shape[0] != self.encoder.n_features:
             raise ModelError(f"W is {tuple(self.weight.shape)}, the encoder gives {self.encoder.n_features} features")
+        _precision(self.config)  # a config the run could not have had is refused with the model
 
     @classmethod
     def trained(
@@ -90,8 +96,7 @@ class IGELModel:
     @property
     def precision(self) -> str:
         """The trainer.precision of the products with W (float32 for models saved before the key existed)."""
-        trainer = self.config.get("trainer") if isinstance(self.config, dict) else None
-        return (trainer or {}).get("precision", "float32")
+        return _precision(self.config)
 
     @property
     def max_degree(self) -> int:
@@ -158,8 +163,12 @@ class IGELModel:
         for folder in (path, path / ARTIFACT, path.parent if path.name == MANIFEST else None):
             if folder is not None and (folder / MANIFEST).is_file():
                 return cls.read(folder)
+        uri = tracking_uri(uri)
+        check_store_uri(uri)
+        if not store_exists(uri):  # looking in it must not make one
+            raise ModelError(f"{str(source)!r} is neither a model folder nor a run of an MLflow store: none at {uri}")
         with tempfile.TemporaryDirectory() as scratch, _artifact_bars(progress):
-            return cls.read(_download(str(source), tracking_uri(uri), Path(scratch)))
+            return cls.read(_download(str(source), uri, Path(scratch)))
 
     @classmethod
     def read(cls, folder: Path) -> IGELModel:
@@ -178,11 +187,24 @@ class IGELModel:
         try:
             encoder = IGELEncoder.from_frozen(manifest["encoder"], n_jobs=torch.get_num_threads())
             state = torch.load(folder / WEIGHTS, map_location="cpu", weights_only=True)
-            if state["weight"].shape[1:] != (manifest["dim"],):
-                raise ValueError(f"W is {tuple(state['weight'].shape)} but dim is {manifest['dim']}")
-            return cls(encoder, state["weight"], state.get("affine"), manifest["trained_on"], manifest["config"])
+            model = cls(encoder, state["weight"], state.get("affine"), manifest["trained_on"], manifest["config"])
+            if model.weight.shape[1:] != (manifest["dim"],):
+                raise ValueError(f"W is {tuple(model.weight.shape)} but dim is {manifest['dim']!r}")
+            return model
         except (OSError, KeyError, TypeError, ValueError, RuntimeError, EOFError, pickle.UnpicklingError) as error:
             raise ModelError(f"{folder}: a malformed IGEL model ({type(error).__name__}: {error})") from None
+
+
+def _precision(config: Any) -> str:
+    """The trainer.precision of a model's run config (float32 for models saved before the key existed); ModelError for
+    a config its run could not have had."""
+    trainer = config.get("trainer") if isinstance(config, dict) else None
+    if trainer is not None and not isinstance(trainer, dict):
+        raise ModelError(f"its config's trainer is {trainer!r}, not a section")
+    precision = (trainer or {}).get("precision", "float32")
+    if precision not in PRECISIONS:
+        raise ModelError(f"its config's trainer.precision={precision!r} is not one of {', '.join(PRECISIONS)}")
+    return precision
 
 
 @contextmanager

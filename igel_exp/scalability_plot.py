@@ -11,7 +11,6 @@ a function, for the report command.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +20,10 @@ import pandas as pd
 from matplotlib.backend_bases import FigureCanvasBase
 
 from igel_exp import plots
-from igel_exp.errors import DataError, IgelError
+from igel_exp.errors import DataError, IgelError, OneLineParser, StoreError
 from igel_exp.identity import HASH_TAG
 from igel_exp.tasks.scalability import seed_means, slopes
-from igel_exp.tracking import SWEEP_TAG, finished_runs
+from igel_exp.tracking import SWEEP_TAG, check_store_uri, finished_runs, store_exists, tracking_uri
 
 NODES = "params.dataset.num_nodes"
 DEGREE = "params.dataset.average_degree"
@@ -72,6 +71,10 @@ def scalability_report(
 ) -> ScalabilityReport:
     """Read the finished Erdős–Rényi runs of `experiment` (only those of `sweeps`, parent run ids, if given)
     and draw both panels of `metric` (a run metric: time_total_s, time_<stage>_s, peak_rss_mib, ...)."""
+    uri = tracking_uri(uri)
+    check_store_uri(uri, key="--tracking-uri")
+    if not store_exists(uri):  # reading must not make one
+        raise StoreError(f"no MLflow store at {uri} (--tracking-uri, $MLFLOW_TRACKING_URI)")
     runs = finished_runs(experiment, uri)
     if not runs.empty and sweeps:
         runs = runs[runs.get(f"tags.{SWEEP_TAG}", pd.Series(index=runs.index, dtype=object)).isin(sweeps)]
@@ -133,7 +136,7 @@ def _check_same_settings(runs: pd.DataFrame) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="igel-scalability-plot", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="igel-scalability-plot", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
     parser.add_argument("--experiment", default="scalability", help="MLflow experiment (default: scalability)")
     parser.add_argument("--metric", default="time_total_s", help="run metric to plot (default: time_total_s)")

@@ -31,6 +31,7 @@ import matplotlib.pyplot as plt
 import mlflow
 import numpy as np
 import pandas as pd
+import sqlalchemy
 from hydra.experimental.callback import Callback
 from mlflow.entities import Experiment, RunStatus
 from mlflow.exceptions import MlflowException
@@ -193,6 +194,8 @@ def check_store_uri(uri: str, *, key: str = "tracking.uri") -> None:
     if uri in IN_MEMORY_STORES:
         raise StoreError(f"{key}={uri} keeps the runs in memory, lost when the process ends: give a file")
     parsed = urlparse(uri)
+    if parsed.scheme.split("+")[0] in DATABASE_SCHEMES:
+        _check_driver(uri, key)
     allowed = getattr(mlflow.environment_variables, "MLFLOW_ALLOW_FILE_STORE", None)  # None: MLflow < 3.7
     if parsed.scheme in ("", "file") and allowed is not None and not allowed.get():
         path = Path(parsed.path if parsed.scheme else uri).expanduser().absolute()
@@ -202,8 +205,36 @@ def check_store_uri(uri: str, *, key: str = "tracking.uri") -> None:
         )
 
 
+def store_exists(uri: str) -> bool:
+    """Whether a local store is there (reading must not create an empty one); remote stores are assumed."""
+    parsed = urlparse(uri)
+    if parsed.scheme == "sqlite":
+        path = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else parsed.path
+        return path == ":memory:" or Path(path).exists()
+    if parsed.scheme in ("", "file"):
+        return Path(parsed.path if parsed.scheme else uri).exists()
+    return True
+
+
+def _check_driver(uri: str, key: str) -> None:
+    """Raise StoreError where a database store's driver is not installed (postgresql://, mysql://, mssql://, with or
+    without +driver): SQLAlchemy's import of it failed in a traceback of a hundred lines."""
+    try:
+        dialect = sqlalchemy.engine.make_url(uri).get_dialect()
+    except (SQLAlchemyError, ValueError):  # not a database URL SQLAlchemy knows: MLflow's own error says so
+        return
+    try:
+        dialect.import_dbapi()
+    except ImportError as error:
+        raise StoreError(
+            f"{key}={uri}: its database driver ({error.name or first_line(error)}) is not installed: pip install it,"
+            " or use a sqlite:/// store"
+        ) from None
+
+
 STORE_ERRORS = (OSError, MlflowException, SQLAlchemyError)
 IN_MEMORY_STORES = ("sqlite://", "sqlite:///:memory:")
+DATABASE_SCHEMES = ("postgresql", "mysql", "mssql")  # MLflow's database stores besides sqlite, whose driver is Python's
 SERVER_PROBE_S = 10  # seconds to connect to a tracking server before saying it cannot be reached
 
 

@@ -179,6 +179,22 @@ def test_an_option_error_is_one_line_pointing_to_help(capsys, program, argv, lin
     assert capsys.readouterr().err.splitlines() == [f"{program}: error: {line} ({program} --help lists the options)"]
 
 
+@pytest.mark.parametrize("program, name", [("igel-run", "config"), ("igel-embed", "embed")])
+@pytest.mark.parametrize("named", [False, True])
+def test_a_primary_config_in_config_dir_is_refused_not_ignored(tmp_path, capsys, program, name, named):
+    """Hydra reads the package's config.yaml (embed.yaml) before --config-dir's: the user's was silently ignored."""
+    (tmp_path / f"{name}.yaml").write_text("defaults: [nope\n")  # broken, and not even read
+    entry = {"igel-run": main, "igel-embed": embed_main}[program]
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(SystemExit) as exited:
+        patch.setattr(sys, "argv", [program, "--config-dir", str(tmp_path), *["--config-name", name] * named])
+        entry()
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"{program}: error: {tmp_path}/{name}.yaml: --config-dir cannot replace {program}'s own {name}.yaml, which"
+        " Hydra reads first: rename yours and pass --config-name with its name"
+    ]
+
+
 def test_a_job_that_fails_in_its_run_is_named_in_the_sweeps_error_line(tmp_path):
     result = igel_run("-m", *QUICK, "dataset=miserables", "trainer.lr=0.05,1e30", cwd=tmp_path)
     assert result.returncode == 1

@@ -125,6 +125,16 @@ def test_a_damaged_gzip_edge_list_is_one_line(tmp_path):
     assert "\n" not in str(error.value)
 
 
+def test_quotes_are_characters_of_a_token_and_a_byte_order_mark_is_skipped(tmp_path):
+    """pandas read "x" as x (a node merged with another) and "a b" as one token; an integer file that starts with a
+    UTF-8 byte order mark was refused (node id '\ufeff1')."""
+    graph, _ = read_edgelist(write(tmp_path / "quoted.txt", 'x y\n"x" z\nz y\n"a b" c\n'), "token")
+    assert graph.vs["name"] == ["x", "y", '"x"', "z", '"a', 'b"']
+    (tmp_path / "bom.txt").write_bytes(b"\xef\xbb\xbf1 2\n2 3\n")
+    for node_ids in ("int", "token"):
+        assert read_edgelist(tmp_path / "bom.txt", node_ids)[0].vs["name"] == ["1", "2", "3"]
+
+
 def test_ids_at_the_int64_bounds_are_read(tmp_path):
     graph, _ = read_edgelist(write(tmp_path / "g.txt", "9223372036854775807 -9223372036854775808\n1 x\n"), "token")
     assert graph.vs["name"] == ["9223372036854775807", "-9223372036854775808", "1", "x"]

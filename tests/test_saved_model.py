@@ -1,6 +1,7 @@
 """The saved IGEL model: what every IGEL run logs, re-embedding exactly, unseen graphs, and the bad inputs."""
 
 import json
+import re
 
 import igraph as ig
 import mlflow
@@ -178,3 +179,37 @@ def test_damaged_weights_are_a_malformed_model_in_one_line(compose_config, store
     (folder / WEIGHTS).write_bytes(weights)
     with pytest.raises(ModelError, match=f"{folder}: a malformed IGEL model"):
         IGELModel.load(folder)
+
+
+def test_a_model_its_run_could_not_have_made_is_refused_when_read(compose_config, store_uri, tmp_path):
+    """W or its logit not tensors of finite floats (NaN embeddings, FINISHED), a run config whose trainer section is
+    no section or whose precision is none of ours (a traceback, or a FAILED embed run), dim as a string."""
+    folder = IGELModel.load(last_run(compose_config(*QUICK))).save(tmp_path / "model")
+    state = torch.load(folder / WEIGHTS, weights_only=True)
+    manifest = json.loads((folder / MANIFEST).read_text())
+    for weights, changes, reason in [
+        ({**state, "weight": [1.0, 2.0]}, {}, "W is a list, not a tensor of floats"),
+        ({**state, "weight": state["weight"].long()}, {}, "W is a Tensor, not a tensor of floats"),
+        ({**state, "weight": torch.full_like(state["weight"], np.nan)}, {}, "W holds values that are not finite"),
+        ({**state, "affine": torch.tensor([np.inf, 0.0])}, {}, "the logit's scale and bias holds values that are not"),
+        (state, {"config": {**manifest["config"], "trainer": "x"}}, "its config's trainer is 'x', not a section"),
+        (
+            state,
+            {"config": {**manifest["config"], "trainer": {"precision": "float64"}}},
+            "its config's trainer.precision='float64' is not one of float32, bfloat16",
+        ),
+        (state, {"dim": str(manifest["dim"])}, f"but dim is '{manifest['dim']}'"),
+    ]:
+        torch.save(weights, folder / WEIGHTS)
+        (folder / MANIFEST).write_text(json.dumps({**manifest, **changes}))
+        malformed = f"^{re.escape(str(folder))}: a malformed IGEL model .*{re.escape(reason)}"
+        with pytest.raises(ModelError, match=malformed):
+            IGELModel.load(folder)
+
+
+def test_a_run_id_looked_up_where_no_store_is_makes_none(tmp_path):
+    where = f"sqlite:///{tmp_path / 'none.db'}"
+    line = f"'0123abcd' is neither a model folder nor a run of an MLflow store: none at {where}"
+    with pytest.raises(ModelError, match=f"^{re.escape(line)}$"):
+        IGELModel.load("0123abcd", where)
+    assert not (tmp_path / "none.db").exists()

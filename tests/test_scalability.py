@@ -19,6 +19,7 @@ from igel_exp.pipelines.common import Stages
 from igel_exp.scalability_plot import main as plot_main
 from igel_exp.scalability_plot import scalability_report
 from igel_exp.tasks.scalability import loglog_slope, seed_means, slopes
+from igel_exp.tracking import use_store
 
 from conftest import REPO, keep_reading, live_processes, start_training, wait_for_no_process
 
@@ -301,6 +302,16 @@ def test_plot_command_draws_both_panels_with_fitted_slopes(tracking_uri, tmp_pat
     assert legend == ["α = 1 (slope 1.00)", "α = 2 (slope 1.25)"]
 
 
+def test_plot_command_option_errors_are_one_line(capsys):
+    with pytest.raises(SystemExit) as exited:
+        plot_main(["--degree", "many"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "igel-scalability-plot: error: argument --degree: invalid float value: 'many' (igel-scalability-plot --help"
+        " lists the options)"
+    ]
+
+
 def test_plot_command_refuses_a_figure_it_cannot_write_in_one_line(tracking_uri, tmp_path, capsys):
     with pytest.raises(SystemExit):  # before reading the store
         plot_main(["--output", str(tmp_path / "x.unknownext")])
@@ -321,6 +332,12 @@ def test_plot_command_refuses_a_figure_it_cannot_write_in_one_line(tracking_uri,
 
 
 def test_plot_command_refuses_empty_stores_and_mixed_settings(tracking_uri, tmp_path):
+    with pytest.raises(SystemExit, match=f"^igel-scalability-plot: error: no MLflow store at {tracking_uri} "):
+        plot_main(["--output", str(tmp_path / "x.png")])
+    assert not (tmp_path / "mlflow.db").exists()  # reading made none
+    with pytest.raises(SystemExit, match="^igel-scalability-plot: error: --tracking-uri=/plain/path is a path, which"):
+        plot_main(["--output", str(tmp_path / "x.png"), "--tracking-uri", "/plain/path"])
+    use_store(tracking_uri)
     with pytest.raises(SystemExit, match="no finished Erdős–Rényi runs"):
         plot_main(["--output", str(tmp_path / "x.png")])
     _fake_runs(tracking_uri, {1: 1.0}, epochs=3)

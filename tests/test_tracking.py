@@ -1,4 +1,5 @@
 import contextlib
+import importlib.util
 import itertools
 import os
 import shutil
@@ -22,6 +23,7 @@ from igel_exp.tracking import (
     SERVER_PROBE_S,
     STALE_TAG,
     SWEEP_TAG,
+    check_store_uri,
     flatten,
     open_experiment,
     process_gone,
@@ -308,3 +310,16 @@ def test_a_server_that_does_not_answer_and_another_programs_database_are_refused
     with pytest.raises(StoreError, match=rf"^{other} is a sqlite database of something else \(tables notes; none of"):
         open_experiment(f"sqlite:///{other}", "toy")
     assert other.read_bytes() == before
+
+
+@pytest.mark.parametrize("uri, driver", [("mssql://u:p@host:1/db", "pyodbc"), ("mysql://u@host/db", "MySQLdb")])
+def test_a_database_store_whose_driver_is_not_installed_is_one_line(uri, driver):
+    """SQLAlchemy's import of the driver failed in a traceback of a hundred lines (igel-run, igel-report, …)."""
+    if importlib.util.find_spec(driver) is not None:
+        pytest.skip(f"{driver} is installed here")
+    with pytest.raises(StoreError) as error:
+        check_store_uri(uri, key="--tracking-uri")
+    assert str(error.value) == (
+        f"--tracking-uri={uri}: its database driver ({driver}) is not installed: pip install it, or use a sqlite:///"
+        " store"
+    )
