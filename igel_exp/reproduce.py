@@ -470,10 +470,18 @@ def _check_output(arguments: argparse.Namespace) -> None:
         return
     if output.is_dir():
         raise ConfigError(f"--output {output}: is a folder; give a file")
+    if not arguments.format and output.suffix and output.suffix.lower() not in SUFFIXES:
+        raise ConfigError(
+            f"--output {output}: no format writes {output.suffix} files ({', '.join(SUFFIXES)}); name it so, or give"
+            " --format"
+        )
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
+        existed = output.exists()
         with output.open("a"):
             pass
+        if not existed:  # a command that fails later leaves no empty file
+            output.unlink()
     except OSError as error:
         raise ConfigError(f"--output {output}: cannot write it ({error.strerror or error})") from None
 

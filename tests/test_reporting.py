@@ -372,6 +372,18 @@ def test_an_output_folder_or_a_store_that_is_not_one_is_one_line(correlations, t
     folder = ["--experiments", str(plan.path.parent)]
     assert report_main([*folder, "--tracking-uri", uri, "--output", str(tmp_path)]) == 1
     assert capsys.readouterr().err == f"igel-report: error: --output {tmp_path}: is a folder; give a file\n"
+    unknown = tmp_path / "tables.json"  # written as markdown, silently
+    assert report_main([*folder, "--tracking-uri", uri, "--output", str(unknown)]) == 1
+    assert capsys.readouterr().err == (
+        f"igel-report: error: --output {unknown}: no format writes .json files (.md, .markdown, .csv, .html, .htm);"
+        " name it so, or give --format\n"
+    )
+    assert report_main([*folder, "--tracking-uri", uri, "--output", str(unknown), "--format", "csv"]) == 0
+    assert unknown.read_text().startswith("table,")
+    failed = tmp_path / "failed.md"  # a command that fails after checking its output leaves no empty file
+    assert report_main([*folder, "--tracking-uri", uri, "--output", str(failed), "nosuchtable"]) == 1
+    assert not failed.exists()
+    capsys.readouterr()
     junk = tmp_path / "junk.db"
     assert report_main([*folder, "--tracking-uri", str(junk)]) == 1  # a path without sqlite:///
     assert capsys.readouterr().err == (  # the option given, not igel-run's config key
