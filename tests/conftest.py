@@ -173,7 +173,7 @@ def start_training(args: list[str], cwd: Path, jobs: int = 1) -> tuple[subproces
     """igel-run with `args` in its own process group, returned once `jobs` jobs log that they train (the log, not the
     store, tells: reading the store meanwhile would compete for its lock); with the output read so far. A run that
     has not started training after 300 s is killed."""
-    command = [sys.executable, "-c", "from igel_exp.cli import main; main()", *args, "progress=false"]
+    command = [sys.executable, "-c", "from igel_exp.entry import igel_run; igel_run()", *args, "progress=false"]
     env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
     process = subprocess.Popen(
         command, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True

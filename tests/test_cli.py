@@ -27,7 +27,7 @@ QUICK = ["trainer.epochs=1", "trainer.walk_length=20", "progress=false"]
 def igel_run(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     """The console script's code, run as a separate process in `cwd` like a user would, with no tracking
     URI inherited (mlflow.set_tracking_uri exports one to the environment of later subprocesses)."""
-    command = [sys.executable, "-c", "from igel_exp.cli import main; main()", *args]
+    command = [sys.executable, "-c", "from igel_exp.entry import igel_run; igel_run()", *args]
     clean = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, env={**clean, **(env or {})}, timeout=300)
 
@@ -296,7 +296,7 @@ def ctrl_c(process: subprocess.Popen) -> None:
 def test_interrupts_end_the_runs_in_progress_failed(tmp_path, mode, stop):
     """kill (or Slurm's time limit) and Ctrl-C stop igel-run: the runs in progress end FAILED, a sweep's parent run
     too, and no job process is left running (it would hold the output pipe open past the timeout)."""
-    command = [sys.executable, "-c", "from igel_exp.cli import main; main()", *mode, "trainer.epochs=100000"]
+    command = [sys.executable, "-c", "from igel_exp.entry import igel_run; igel_run()", *mode, "trainer.epochs=100000"]
     env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "start_new_session": True}
     process = subprocess.Popen([*command, "progress=false"], cwd=tmp_path, env=env, text=True, **pipes)
@@ -322,6 +322,21 @@ def test_interrupts_end_the_runs_in_progress_failed(tmp_path, mode, stop):
     assert len(jobs_errors) == jobs and all(jobs_errors.str.startswith("KeyboardInterrupt"))
     stopped = "the sweep stopped before its last job: interrupted, or a job failed"
     assert list(tracked[parents]["tags.error"]) == [stopped] * ("-m" in mode)  # the parent says why it FAILED
+
+
+def test_a_ctrl_c_while_the_command_imports_is_one_line():
+    """SIGINT as the console script imports the command (Hydra's import takes some 0.3 s): a traceback before."""
+    script = (
+        "import os, signal, sys; from unittest import mock; from igel_exp import entry\n"
+        "real = entry.importlib.import_module\n"
+        "def slow(name):  # the signal lands inside the command's import\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return real(name)\n"
+        "with mock.patch.object(entry.importlib, 'import_module', slow):\n"
+        "    entry.igel_run()\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stderr) == (130, "igel-run: interrupted\n")
 
 
 def test_an_interrupt_before_any_run_is_one_line(capsys):
@@ -370,7 +385,7 @@ def test_two_sweeps_write_one_store_at_once(tmp_path):
         "trainer.epochs=1",
         "progress=false",
     ]
-    command = [sys.executable, "-c", "from igel_exp.cli import main; main()", "-m", "seed=0,1", *small]
+    command = [sys.executable, "-c", "from igel_exp.entry import igel_run; igel_run()", "-m", "seed=0,1", *small]
     env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
     sweeps = [
         subprocess.Popen([*command, f"trainer.dim={dim}"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)

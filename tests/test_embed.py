@@ -124,7 +124,7 @@ def test_igel_embed_runs_from_the_command_line_and_fails_in_one_line(compose_con
     source = mlflow.last_active_run().info.run_id
 
     def igel_embed(*args: str) -> subprocess.CompletedProcess:  # the console script, in the same store
-        command = [sys.executable, "-c", "from igel_exp.cli import embed; embed()", "progress=false", *args]
+        command = [sys.executable, "-c", "from igel_exp.entry import igel_embed; igel_embed()", "progress=false", *args]
         return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
 
     ok = igel_embed(f"source_run={source}", "dataset=miserables_cloned")

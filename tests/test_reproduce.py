@@ -95,7 +95,7 @@ def test_an_interrupted_reproduction_resumes_where_it_stopped(experiments_dir, s
 def test_runs_of_an_igel_run_sweep_are_recognised(experiments_dir, store_uri, tmp_path):
     experiments_dir("tiny", {"encoder.distance": "1,2", "seed": "0"}, TABLE)
     sweep = ["-m", "--config-dir", str(experiments_dir.folder), "--config-name", "tiny", "encoder.distance=1", "seed=0"]
-    command = [sys.executable, "-c", "from igel_exp.cli import main; main()", *sweep, *TINY_QUICK]
+    command = [sys.executable, "-c", "from igel_exp.entry import igel_run; igel_run()", *sweep, *TINY_QUICK]
     result = subprocess.run(
         command, cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "MLFLOW_TRACKING_URI": store_uri}
     )

@@ -53,7 +53,7 @@ def python(code: str, *args: str, cwd, uri: str, **popen) -> list:
     return [sys.executable, "-c", code, *args], {"cwd": cwd, "env": {**os.environ, "MLFLOW_TRACKING_URI": uri}, **popen}
 
 
-IGEL_RUN = "from igel_exp.cli import main; main()"
+IGEL_RUN = "from igel_exp.entry import igel_run; igel_run()"
 
 
 def store_runs(uri: str):
