@@ -208,7 +208,7 @@ def _astroph(config: Mapping[str, Any], context: DataContext) -> Dataset:
             graph, report = read_edgelist(path)
         # the only node of SNAP's file that has nothing but a self loop, lost when self loops were removed
         return Dataset("astroph", _with_isolated(graph, report, ASTROPH_SELF_LOOP_ONLY_NODE), report)
-    path = fetch(FILES["astroph"], context.root, context.download)
+    path = fetch(source, context.root, context.download)
     graph, report = read_edgelist(path, parallel_edges=parallel)
     return Dataset("astroph", graph, report)
 
