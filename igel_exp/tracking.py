@@ -197,7 +197,7 @@ def check_store_uri(uri: str, *, key: str = "tracking.uri") -> None:
     if parsed.scheme.split("+")[0] in DATABASE_SCHEMES:
         _check_driver(uri, key)
     allowed = getattr(mlflow.environment_variables, "MLFLOW_ALLOW_FILE_STORE", None)  # None: MLflow < 3.7
-    if parsed.scheme in ("", "file") and allowed is not None and not allowed.get():
+    if parsed.scheme in ("", "file") and uri not in NAMED_STORES and allowed is not None and not allowed.get():
         path = Path(parsed.path if parsed.scheme else uri).expanduser().absolute()
         raise StoreError(
             f"{key}={uri} is a path, which MLflow takes for a file store, one it no longer opens: for a sqlite"
@@ -234,6 +234,7 @@ def _check_driver(uri: str, key: str) -> None:
 
 STORE_ERRORS = (OSError, MlflowException, SQLAlchemyError)
 IN_MEMORY_STORES = ("sqlite://", "sqlite:///:memory:")
+NAMED_STORES = ("databricks", "databricks-uc")  # MLflow's URIs without a scheme that are not paths
 DATABASE_SCHEMES = ("postgresql", "mysql", "mssql")  # MLflow's database stores besides sqlite, whose driver is Python's
 SERVER_PROBE_S = 10  # seconds to connect to a tracking server before saying it cannot be reached
 

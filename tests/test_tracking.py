@@ -312,6 +312,13 @@ def test_a_server_that_does_not_answer_and_another_programs_database_are_refused
     assert other.read_bytes() == before
 
 
+def test_databricks_is_a_store_not_a_path():
+    """MLflow's `databricks` URI has no scheme: it was refused as a plain path, a file store."""
+    check_store_uri("databricks")
+    with pytest.raises(StoreError, match="^tracking.uri=databricks.db is a path"):
+        check_store_uri("databricks.db")
+
+
 @pytest.mark.parametrize("uri, driver", [("mssql://u:p@host:1/db", "pyodbc"), ("mysql://u@host/db", "MySQLdb")])
 def test_a_database_store_whose_driver_is_not_installed_is_one_line(uri, driver):
     """SQLAlchemy's import of the driver failed in a traceback of a hundred lines (igel-run, igel-report, …)."""
