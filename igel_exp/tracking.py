@@ -206,11 +206,17 @@ def check_store_uri(uri: str, *, key: str = "tracking.uri") -> None:
 
 
 def store_exists(uri: str) -> bool:
-    """Whether a local store is there (reading must not create an empty one); remote stores are assumed."""
+    """Whether a local store is there (reading must not create an empty one); remote stores are assumed. A sqlite store
+    that another process is making (use_store, under its lock) is waited for: read half-made, MLflow would run its
+    migrations alongside the maker's (igel-report as the first igel-run begins: tracebacks, stray tables)."""
     parsed = urlparse(uri)
     if parsed.scheme == "sqlite":
         path = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else parsed.path
-        return path == ":memory:" or Path(path).exists()
+        if path == ":memory:" or not Path(path).exists():
+            return path == ":memory:"
+        with contextlib.suppress(OSError), _creation_lock(Path(path)):  # a folder this user cannot write: no wait
+            pass
+        return True
     if parsed.scheme in ("", "file"):
         return Path(parsed.path if parsed.scheme else uri).exists()
     return True
@@ -354,6 +360,9 @@ def close_stale_runs(uri: str | None = None) -> list[str]:
     for run in client.search_runs(experiments, filter_string=mine, max_results=10000) if experiments else []:
         identity = run.data.tags[PROCESS_TAG]
         if not process_gone(identity):
+            continue
+        # read again now that its process is gone, and can write no more: it may have ended the run since the search
+        if client.get_run(run.info.run_id).info.status != "RUNNING":
             continue
         pid = identity.split()[1]
         client.set_tag(

@@ -15,6 +15,7 @@ import mlflow
 import pytest
 from omegaconf import OmegaConf
 
+from igel_exp import tracking
 from igel_exp.errors import StoreError
 from igel_exp.reproduce import report_main, reproduce_main
 from igel_exp.tracking import (
@@ -30,6 +31,7 @@ from igel_exp.tracking import (
     process_identity,
     running_jobs,
     sigterm_interrupts,
+    store_exists,
     tracked_run,
     tracking_uri,
     use_store,
@@ -222,6 +224,45 @@ def test_a_run_left_running_by_a_killed_process_is_ended_failed_by_the_next_comm
     assert run.data.tags["error"] == f"its process (pid {pid}) died without ending it (kill -9, out of memory, a crash)"
     assert run.data.tags[STALE_TAG].endswith(process_identity())
     assert [client.get_run(run_id).info.status for run_id in (alive, elsewhere)] == ["RUNNING", "RUNNING"]
+
+
+def test_a_run_that_ends_while_the_stale_runs_are_closed_keeps_its_status(store_uri, monkeypatch):
+    """The search finds the run RUNNING, then its process ends it FINISHED and exits: the closing, which found the
+    process gone, turned the finished run FAILED."""
+    script = (
+        "import sys; from omegaconf import OmegaConf; from igel_exp.tracking import tracked_run\n"
+        "with tracked_run(OmegaConf.create({'name': 'toy', 'tracking': {'uri': sys.argv[1]}}), 'toy') as logger:\n"
+        "    print(logger.run_id, flush=True); sys.stdin.readline()\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, store_uri], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    run_id = child.stdout.readline().strip()
+    real = tracking.process_gone
+
+    def after_the_run_ended(identity: str) -> bool:  # the interleaving: the run ends between search and check
+        child.communicate("\n", timeout=120)
+        return real(identity)
+
+    monkeypatch.setattr(tracking, "process_gone", after_the_run_ended)
+    assert tracking.close_stale_runs(store_uri) == []
+    assert mlflow.MlflowClient(store_uri).get_run(run_id).info.status == "FINISHED"
+
+
+def test_a_store_being_made_is_read_once_made(tmp_path):
+    """igel-report as the first igel-run makes the store: reading it half-made ran MLflow's migrations alongside."""
+    database = tmp_path / "mlflow.db"
+    database.touch()  # as use_store leaves it while it migrates, holding the lock
+    maker = (
+        "import fcntl, sys, time; lock = open(sys.argv[1] + '.lock', 'w'); fcntl.flock(lock, fcntl.LOCK_EX)\n"
+        "print('locked', flush=True); time.sleep(1); open(sys.argv[2], 'w').close()\n"
+    )
+    command = [sys.executable, "-c", maker, str(database), str(tmp_path / "made")]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE)
+    assert child.stdout.readline() == b"locked\n"
+    assert store_exists(f"sqlite:///{database}")
+    assert (tmp_path / "made").exists()  # it waited for the maker
+    child.wait(timeout=60)
 
 
 def test_a_process_is_told_from_a_later_one_with_its_pid():
