@@ -226,6 +226,27 @@ def test_features_whose_rows_do_not_match_the_graph(tmp_path):
         graphsage(tmp_path)
 
 
+def test_features_that_are_no_finite_numbers_and_negative_rows_are_refused(tmp_path):
+    """A NaN was blamed on W after training (a FAILED run with a test micro-F1 of 0), text was a traceback, and a
+    negative row read a row from the end (two nodes with one row's features, FINISHED)."""
+    graphsage_files(tmp_path)
+    features = np.load(tmp_path / "toy-feats.npy")
+    for bad, message in [
+        (np.where(np.arange(len(features))[:, None] == 3, np.nan, features), "toy-feats.npy: row 3 holds values that"),
+        (features.astype(str), "toy-feats.npy: expected numbers, got an array of <U"),
+    ]:
+        np.save(tmp_path / "toy-feats.npy", bad)
+        with pytest.raises(DataError, match=message):
+            graphsage(tmp_path)
+    np.save(tmp_path / "toy-feats.npy", features)
+    path = tmp_path / "toy-id_map.json"
+    id_map = json.loads(path.read_text())
+    first = next(iter(id_map))
+    path.write_text(json.dumps({**id_map, first: -1}))
+    with pytest.raises(DataError, match=f"toy-id_map.json: node {first} maps to row -1; feature rows are numbered"):
+        graphsage(tmp_path)
+
+
 @pytest.mark.parametrize(
     "edit, message",
     [
@@ -233,6 +254,12 @@ def test_features_whose_rows_do_not_match_the_graph(tmp_path):
         (lambda labels, first: labels.pop(first), r"no labels for node \d+ \(1 graph nodes have none\)"),
         (lambda labels, first: labels.update({first: 3}), r"expected a list of binary labels"),
         (lambda labels, first: labels[first].__setitem__(0, 2), r"labels other than 0 and 1"),
+        # both ran to a test micro-F1 of 0 on no labels, or on the lists flattened
+        (lambda labels, first: [labels.update({node: []}) for node in labels], r"every node's label list is empty"),
+        (
+            lambda labels, first: [labels.update({node: [[v] for v in vector]}) for node, vector in labels.items()],
+            r"expected a flat list of 0s and 1s",
+        ),
     ],
 )
 def test_bad_label_vectors(tmp_path, edit, message):

@@ -320,6 +320,9 @@ def _feature_rows(ids: list[str], id_map: Mapping[str, int], id_map_path: Path, 
     if missing:
         raise DataError(f"{id_map_path}: no entry for node {missing[0]} of {source} ({len(missing)} nodes missing)")
     rows = np.array([id_map[node_id] for node_id in ids], dtype=np.int64)
+    if (rows < 0).any():  # numpy would read a negative row from the end
+        bad = int(np.flatnonzero(rows < 0)[0])
+        raise DataError(f"{id_map_path}: node {ids[bad]} maps to row {rows[bad]}; feature rows are numbered from 0")
     if len(np.unique(rows)) != len(rows):
         raise DataError(f"{id_map_path}: two nodes map to the same feature row")
     return rows
@@ -362,6 +365,11 @@ def _read_features(path: Path, rows: np.ndarray, n_mapped: int, id_map_path: Pat
         raise DataError(f"{path}: not a readable .npy array ({first_line(error)})") from None
     if matrix.ndim != 2:
         raise DataError(f"{path}: expected a 2-D array (nodes × features), got shape {matrix.shape}")
+    if not (np.issubdtype(matrix.dtype, np.number) or matrix.dtype == bool):
+        raise DataError(f"{path}: expected numbers, got an array of {matrix.dtype}")
+    if np.issubdtype(matrix.dtype, np.inexact) and not np.isfinite(matrix).all():
+        bad = int(np.flatnonzero(~np.isfinite(matrix).all(axis=1))[0])
+        raise DataError(f"{path}: row {bad} holds values that are not finite (NaN or infinite)")
     if matrix.shape[0] != n_mapped or rows.max(initial=-1) >= matrix.shape[0]:
         raise DataError(
             f"{path}: {matrix.shape[0]} rows, but {id_map_path.name} maps {n_mapped} nodes to rows"
@@ -389,7 +397,15 @@ def _read_labels(path: Path, ids: list[str]) -> np.ndarray:
             f"{path}: label vectors of different lengths: node {ids[0]} has {lengths[0]} labels,"
             f" node {ids[bad]} has {lengths[bad]}"
         )
-    labels = np.array(vectors, dtype=np.float64).reshape(len(ids), -1 if len(ids) else 0)
+    if len(lengths) and lengths[0] == 0:
+        raise DataError(f"{path}: every node's label list is empty; nothing to classify")
+    try:
+        labels = np.array(vectors, dtype=np.float64)
+    except (TypeError, ValueError):
+        labels = None
+    if labels is None or (len(ids) and labels.ndim != 2):  # lists in the lists, or text
+        raise DataError(f"{path}: node {ids[0]} has {vectors[0]!r}; expected a flat list of 0s and 1s")
+    labels = labels.reshape(len(ids), -1 if len(ids) else 0)
     if not np.isin(labels, (0, 1)).all():
         bad = int(np.flatnonzero(~np.isin(labels, (0, 1)).all(axis=1))[0])
         raise DataError(f"{path}: node {ids[bad]} has labels other than 0 and 1")
