@@ -24,6 +24,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from igel_exp.entry import deliver_held_interrupt
 from igel_exp.errors import FAILED_RUN, IgelError, first_line, option_error, yaml_problem
 from igel_exp.schema import describe, not_taken, override_keys, picked_groups, taken_by
 
@@ -119,6 +120,7 @@ def _guarded(program: str, work: Callable[[DictConfig], dict], config: DictConfi
     _work_from_launch_directory()
     launcher = os.environ.get(LAUNCHER_ENV)  # a sweep's job in a worker process stops if its launcher is killed
     try:
+        deliver_held_interrupt()  # a Ctrl-C while the command started (igel_exp.entry): before any run
         # in a Slurm job, an interrupt ends as an error that submitit records
         with job_interrupts(), watch_parent(int(launcher) if launcher else None):
             return work(config)

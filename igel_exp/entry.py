@@ -1,25 +1,47 @@
-"""The console scripts' entry points: each imports its command, then runs it, and a Ctrl-C that lands while the
-imports (Hydra's, torch's) take their second, or before the command's own handlers are in place, ends in one line
-(`PROGRAM: interrupted`, exit 130) instead of a traceback. Nothing else is imported here."""
+"""The console scripts' entry points. Each holds Ctrl-C back while its command starts (the imports of Hydra, torch and
+MLflow take a second, and OmegaConf, interrupted as it builds its structured configs, raised some other error than
+KeyboardInterrupt, in a traceback, or lost the interrupt): igel-run and igel-embed deliver a held interrupt as their
+work begins, before any run (`deliver_held_interrupt`), the other commands once imported. An interrupt then ends in
+one line, `PROGRAM: interrupted`, exit 130. Nothing else is imported here."""
 
 import importlib
+import signal
 import sys
 
+_held: list[int] = []  # the Ctrl-C held back while the command started
 
-def _run(program: str, module: str, function: str) -> None:
+
+def _hold(signum: int, frame: object) -> None:
+    _held.append(signum)
+
+
+def deliver_held_interrupt() -> None:
+    """Give Ctrl-C back its default handler (where it is still held back) and raise the interrupt held, if any."""
+    if signal.getsignal(signal.SIGINT) is _hold:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if _held:
+        _held.clear()
+        raise KeyboardInterrupt("Ctrl-C while the command started")
+
+
+def _run(program: str, module: str, function: str, held_until_work: bool = False) -> None:
+    signal.signal(signal.SIGINT, _hold)
     try:
-        getattr(importlib.import_module(module), function)()
+        command = getattr(importlib.import_module(module), function)
+        if not held_until_work:
+            deliver_held_interrupt()
+        command()
     except KeyboardInterrupt:  # the commands end their runs FAILED themselves; this is before any
         print(f"{program}: interrupted", file=sys.stderr)
         sys.exit(130)
 
 
 def igel_run() -> None:
-    _run("igel-run", "igel_exp.cli", "main")
+    _run("igel-run", "igel_exp.cli", "main", held_until_work=True)
 
 
 def igel_embed() -> None:
-    _run("igel-embed", "igel_exp.cli", "embed")
+    _run("igel-embed", "igel_exp.cli", "embed", held_until_work=True)
 
 
 def igel_reproduce() -> None:

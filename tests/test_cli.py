@@ -324,19 +324,24 @@ def test_interrupts_end_the_runs_in_progress_failed(tmp_path, mode, stop):
     assert list(tracked[parents]["tags.error"]) == [stopped] * ("-m" in mode)  # the parent says why it FAILED
 
 
-def test_a_ctrl_c_while_the_command_imports_is_one_line():
-    """SIGINT as the console script imports the command (Hydra's import takes some 0.3 s): a traceback before."""
+@pytest.mark.parametrize("program", ["igel_run", "igel_report"])
+def test_a_ctrl_c_while_the_command_starts_is_one_line_and_no_run(tmp_path, program):
+    """SIGINT as the console script imports the command (Hydra's import takes some 0.3 s): a traceback, or OmegaConf's
+    own error in one, or a run that went on to FINISH. It is held back until the work begins, then interrupts."""
     script = (
         "import os, signal, sys; from unittest import mock; from igel_exp import entry\n"
         "real = entry.importlib.import_module\n"
-        "def slow(name):  # the signal lands inside the command's import\n"
-        "    os.kill(os.getpid(), signal.SIGINT)\n"
-        "    return real(name)\n"
+        "def slow(name, *args, **kwargs):  # the signal lands inside the command's import\n"
+        "    if name.startswith('igel_exp.'): os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return real(name, *args, **kwargs)\n"
         "with mock.patch.object(entry.importlib, 'import_module', slow):\n"
-        "    entry.igel_run()\n"
+        f"    entry.{program}()\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert (result.returncode, result.stderr) == (130, "igel-run: interrupted\n")
+    env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
+    command = [sys.executable, "-c", script, *QUICK]
+    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert (result.returncode, result.stderr) == (130, f"{program.replace('_', '-')}: interrupted\n")
+    assert not (tmp_path / "mlflow.db").exists()
 
 
 def test_an_interrupt_before_any_run_is_one_line(capsys):
