@@ -24,7 +24,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from igel_exp.entry import deliver_held_interrupt
+from igel_exp.entry import deliver_held_interrupt, interruptible, raise_held_interrupt
 from igel_exp.errors import FAILED_RUN, IgelError, first_line, option_error, yaml_problem
 from igel_exp.schema import describe, not_taken, override_keys, picked_groups, taken_by
 
@@ -205,9 +205,10 @@ class SweepCheck(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if config.hydra.sweeper.get("_target_") != BASIC_SWEEPER:
             return
-        from igel_exp import pipelines
-        from igel_exp.pipelines import embed
-        from igel_exp.plan import shown, sweep_jobs
+        with interruptible():  # torch's import takes seconds
+            from igel_exp import pipelines
+            from igel_exp.pipelines import embed
+            from igel_exp.plan import shown, sweep_jobs
 
         if self.program == "igel-embed":
             check, at_hand = embed.check, embed.check_source
@@ -216,6 +217,7 @@ class SweepCheck(Callback):
         prefix = f"{self.program}: error:"
 
         def job_check(function: Callable[[DictConfig], Any], overrides: list[str], job: DictConfig) -> Any:
+            raise_held_interrupt()  # Ctrl-C, held back while the command starts (igel_exp.entry), stops the check
             try:
                 return function(job)
             except IgelError as error:

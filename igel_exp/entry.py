@@ -4,9 +4,11 @@ KeyboardInterrupt, in a traceback, or lost the interrupt): igel-run and igel-emb
 work begins, before any run (`deliver_held_interrupt`), the other commands once imported. An interrupt then ends in
 one line, `PROGRAM: interrupted`, exit 130. Nothing else is imported here."""
 
+import contextlib
 import importlib
 import signal
 import sys
+from collections.abc import Iterator
 
 _held: list[int] = []  # the Ctrl-C held back while the command started
 
@@ -15,13 +17,31 @@ def _hold(signum: int, frame: object) -> None:
     _held.append(signum)
 
 
+def raise_held_interrupt() -> None:
+    """Raise the interrupt held back, if any, and keep holding: between the steps of a long start (a sweep's check of
+    its jobs), so that Ctrl-C stops it there and never inside OmegaConf."""
+    if _held:
+        _held.clear()
+        raise KeyboardInterrupt("Ctrl-C while the command started")
+
+
 def deliver_held_interrupt() -> None:
     """Give Ctrl-C back its default handler (where it is still held back) and raise the interrupt held, if any."""
     if signal.getsignal(signal.SIGINT) is _hold:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    if _held:
-        _held.clear()
-        raise KeyboardInterrupt("Ctrl-C while the command started")
+    raise_held_interrupt()
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Within: Ctrl-C interrupts at once, where it is held back otherwise (a long import, safe to interrupt)."""
+    held = signal.getsignal(signal.SIGINT) is _hold
+    deliver_held_interrupt()
+    try:
+        yield
+    finally:
+        if held:
+            signal.signal(signal.SIGINT, _hold)
 
 
 def _run(program: str, module: str, function: str, held_until_work: bool = False) -> None:
