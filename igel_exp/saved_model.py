@@ -20,11 +20,8 @@ A reader refuses any other version rather than guess; a change of meaning gets a
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +31,6 @@ import mlflow
 import numpy as np
 import scipy.sparse as sp
 import torch
-from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR
 from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig, OmegaConf
 
@@ -42,7 +38,7 @@ from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import ModelError, first_line
 from igel_exp.identity import REUSED_TAG  # such a run has no model: its source run's is used
 from igel_exp.models import PRECISIONS, IGELEmbedding, embed_all
-from igel_exp.tracking import RunLogger, check_store_uri, store_call, store_exists, tracking_uri
+from igel_exp.tracking import RunLogger, artifact_bars, check_store_uri, store_call, store_exists, tracking_uri
 
 FORMAT = "igel-model"
 VERSION = 1
@@ -167,7 +163,7 @@ class IGELModel:
         check_store_uri(uri)
         if not store_exists(uri):  # looking in it must not make one
             raise ModelError(f"{str(source)!r} is neither a model folder nor a run of an MLflow store: none at {uri}")
-        with tempfile.TemporaryDirectory() as scratch, _artifact_bars(progress):
+        with tempfile.TemporaryDirectory() as scratch, artifact_bars(progress):
             return cls.read(_download(str(source), uri, Path(scratch)))
 
     @classmethod
@@ -205,22 +201,6 @@ def _precision(config: Any) -> str:
     if precision not in PRECISIONS:
         raise ModelError(f"its config's trainer.precision={precision!r} is not one of {', '.join(PRECISIONS)}")
     return precision
-
-
-@contextmanager
-def _artifact_bars(shown: bool) -> Iterator[None]:
-    """MLflow's progress bars of artifact downloads shown or not, for the block (an environment variable it reads)."""
-    name = MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name
-    previous = os.environ.get(name)
-    if not shown:
-        os.environ[name] = "false"
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = previous
 
 
 @store_call()

@@ -34,6 +34,7 @@ import pandas as pd
 import sqlalchemy
 from hydra.experimental.callback import Callback
 from mlflow.entities import Experiment, RunStatus
+from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR
 from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig, OmegaConf
 from sqlalchemy.exc import SQLAlchemyError
@@ -622,15 +623,34 @@ def quiet_resource_trackers() -> str | None:
     warning, at an interrupted sweep's exit, of the semaphores of the workers it stopped, which they then free: noise
     under the sweep's own line. Returns $PYTHONWARNINGS as it was, for restore_warnings."""
     previous = os.environ.get("PYTHONWARNINGS")
-    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [previous, QUIET_RESOURCE_TRACKERS]))
+    set_environ("PYTHONWARNINGS", ",".join(filter(None, [previous, QUIET_RESOURCE_TRACKERS])))
     return previous
 
 
 def restore_warnings(previous: str | None) -> None:
-    if previous is None:
-        os.environ.pop("PYTHONWARNINGS", None)
+    set_environ("PYTHONWARNINGS", previous)
+
+
+def set_environ(name: str, value: str | None) -> str | None:
+    """Set (None: unset) an environment variable; returns its value before, to set back."""
+    previous = os.environ.get(name)
+    if value is None:
+        os.environ.pop(name, None)
     else:
-        os.environ["PYTHONWARNINGS"] = previous
+        os.environ[name] = value
+    return previous
+
+
+@contextmanager
+def artifact_bars(shown: bool) -> Iterator[None]:
+    """MLflow's progress bars of artifact downloads (a model, reused embeddings) shown or not, for the block: MLflow
+    reads an environment variable."""
+    name = MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name
+    previous = set_environ(name, os.environ.get(name) if shown else "false")
+    try:
+        yield
+    finally:
+        set_environ(name, previous)
 
 
 @store_call()

@@ -6,18 +6,17 @@ registers itself under its `task.name`, with the checks it needs beyond the sche
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterable
 
 import torch
-from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR
 from omegaconf import DictConfig
 
 from igel_exp import schema
 from igel_exp.data import DataContext, check_dataset, check_files, resolve_data_root
 from igel_exp.errors import BudgetError, ConfigError, IgelError, first_line
 from igel_exp.protocol import check_protocol
+from igel_exp.tracking import artifact_bars
 from igel_exp.training import BUCKETS_NEED_UNIFORM_NOISE, resolve_device, seed_everything, set_threads
 
 Pipeline = Callable[[DictConfig], dict[str, float]]
@@ -82,12 +81,11 @@ def run(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
     """Check the config (`given`: the keys set on the command line), then run the pipeline selected by `task.name`;
     returns its final metrics."""
     config = check(config, given)
-    if not config.progress:  # MLflow draws bars of its own when a run downloads artifacts (reused embeddings)
-        os.environ[MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name] = "false"
     seed_everything(config.seed, config.trainer.get("deterministic", True))
     set_threads(config.get("threads"))
     try:
-        return PIPELINES[config.task.name](config)
+        with artifact_bars(config.progress):  # MLflow draws bars of its own as a run downloads reused embeddings
+            return PIPELINES[config.task.name](config)
     except (MemoryError, RuntimeError) as error:  # torch's CPU allocator raises RuntimeError, CUDA's a subclass
         asked = None if isinstance(error, IgelError) else out_of_memory(error)  # a BudgetError is already one line
         if asked is None:
