@@ -1,6 +1,7 @@
 """Errors caused by the user's input (config, data): the CLI prints them as one line, without a traceback."""
 
 import argparse
+from pathlib import Path
 from typing import NoReturn
 
 
@@ -26,6 +27,11 @@ class BudgetError(IgelError, MemoryError):
 
 class StoreError(IgelError):
     """The MLflow store cannot be opened or written; the message names it."""
+
+
+class JobTaken(IgelError):
+    """A job of igel-reproduce that another command is running, or has finished, since this one listed it: left to it.
+    The message names that run."""
 
 
 def yaml_problem(error: BaseException) -> str:
@@ -57,3 +63,13 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, option_error(self.prog, message))
+
+
+def output_file(text: str) -> Path:
+    """An --output option's file (an argparse type): a blank name, which Path reads as the working directory, or an
+    existing folder is refused as the option's error."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("blank: give a file")
+    if Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder: give a file")
+    return Path(text)

@@ -40,7 +40,17 @@ from hydra.types import HydraContext, RunMode
 from mlflow.entities import RunStatus
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from igel_exp.errors import ConfigError, DataError, IgelError, OneLineParser, first_line, yaml_problem
+from igel_exp.errors import (
+    ConfigError,
+    DataError,
+    IgelError,
+    JobTaken,
+    OneLineParser,
+    StoreError,
+    first_line,
+    output_file,
+    yaml_problem,
+)
 from igel_exp.estimate import Estimate, Estimator, duration_text, finished_durations, load_kinds, reuse_key
 from igel_exp.plan import PACKAGED_CONFIGS, PROFILES, Job, Plan, default_experiments_dir, load_plan, table_files
 from igel_exp.reporting import (
@@ -55,13 +65,16 @@ from igel_exp.reporting import (
     render,
 )
 from igel_exp.tracking import (
+    DEFAULT_STORE,
     PARENT_RUN_ENV,
     PROCESS_TAG,
+    REPRODUCE_TAG,
     STORE_ERRORS,
     SWEEP_TAG,
     check_store_uri,
     close_stale_runs,
     job_interrupts,
+    no_store,
     open_experiment,
     process_identity,
     running_jobs,
@@ -74,7 +87,6 @@ from igel_exp.tracking import (
 
 log = logging.getLogger(__name__)
 
-REPRODUCE_TAG = "igel.reproduce"  # on the parent run of each igel-reproduce invocation: "<table> (<profile>)"
 Runner = Callable[[DictConfig], dict]
 
 
@@ -87,6 +99,7 @@ class Outcome:
     failed: list[str] = field(default_factory=list)  # "<job>: <error>"
     data_missing: list[str] = field(default_factory=list)  # one line per dataset whose files are absent
     not_attempted: int = 0  # jobs skipped because their dataset is missing
+    taken: int = 0  # jobs left to another command that was running them, or had finished them (JobTaken)
 
     def problems(self) -> str | None:
         """Why the plan's parent runs end FAILED (None: they finish)."""
@@ -97,9 +110,15 @@ class Outcome:
 
     def notes(self) -> list[str]:
         """Lines for the table; the data errors themselves are in its missing runs (their runs are FAILED)."""
-        if not self.not_attempted:
-            return []
-        return [f"{self.not_attempted} runs on data that another run found missing were not attempted"]
+        notes = []
+        if self.not_attempted:
+            notes.append(f"{self.not_attempted} runs on data that another run found missing were not attempted")
+        if self.taken:
+            notes.append(
+                f"{self.taken} runs were left to another command running them at the same time: those it has not"
+                " finished yet are missing here"
+            )
+        return notes
 
 
 STOPPED = "igel-reproduce stopped before the plan's last job"
@@ -139,6 +158,9 @@ def run_plan(plan: Plan, uri: str, runner: Runner = in_process) -> Outcome:
                 try:
                     runner(config)
                     outcome.ran += 1
+                except JobTaken as error:
+                    outcome.taken += 1
+                    log.info("%s: %s: left to it: %s", plan.name, job.shown, error)
                 except DataError as error:
                     message = first_line(error)
                     absent[dataset] = message
@@ -185,10 +207,12 @@ def launch_plan(plan: Plan, uri: str, launch: Sequence[str]) -> Outcome:
                     returns = launcher.launch(overrides, initial_job_idx=launched)
                 launched += len(todo)
                 for job, result in zip(todo, returns, strict=True):
+                    error = result._return_value  # the exception the job raised, where it raised one
                     if result.status == JobStatus.COMPLETED:
                         outcome.ran += 1
+                    elif isinstance(error, JobTaken):
+                        outcome.taken += 1
                     else:
-                        error = result._return_value  # the exception the job raised
                         outcome.failed.append(f"{job.shown}: {type(error).__name__}: {first_line(error)}")
     except KeyboardInterrupt:
         parents.end(RunStatus.KILLED, f"{STOPPED} (interrupted)")
@@ -353,8 +377,8 @@ def _parser(prog: str, description: str, reproduce: bool) -> argparse.ArgumentPa
     parser.add_argument(
         "--format", choices=FORMATS, help="output format (default: from --output's suffix, else markdown)"
     )
-    parser.add_argument("--output", "-o", type=Path, help="write the tables to this file instead of stdout")
-    parser.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    parser.add_argument("--output", "-o", type=output_file, help="write the tables to this file instead of stdout")
+    parser.add_argument("--tracking-uri", help=f"MLflow store (default: {DEFAULT_STORE})")
     parser.add_argument(
         "--experiments",
         type=Path,
@@ -427,12 +451,18 @@ def _launcher_jobs(launch: Sequence[str]) -> int | None:
     return max(int(given[-1]), 1) if given and given[-1].isdigit() else None
 
 
-def _store(arguments: argparse.Namespace, overrides: list[str]) -> tuple[str, str]:
-    """--tracking-uri, else a tracking.uri= override, else igel-run's default; and which gave it, for its errors."""
-    if arguments.tracking_uri:
-        return tracking_uri(arguments.tracking_uri), "--tracking-uri"
-    given = [item.split("=", 1)[1] for item in overrides if item.startswith("tracking.uri=")]
-    return tracking_uri(given[-1] if given else None), "tracking.uri"
+def _store(parser: argparse.ArgumentParser, arguments: argparse.Namespace, overrides: list[str]) -> tuple[str, str]:
+    """--tracking-uri, else a tracking.uri= override, else igel-run's default; and which gave it, for its errors. A
+    blank one is the command's option error."""
+    if arguments.tracking_uri is not None:
+        configured, key = arguments.tracking_uri, "--tracking-uri"
+    else:
+        given = [item.split("=", 1)[1] for item in overrides if item.startswith("tracking.uri=")]
+        configured, key = given[-1] if given else None, "tracking.uri"
+    try:
+        return tracking_uri(configured, key), key
+    except StoreError as error:
+        parser.error(str(error))
 
 
 def _rerun(arguments: argparse.Namespace, overrides: list[str]) -> str:
@@ -468,8 +498,6 @@ def _check_output(arguments: argparse.Namespace) -> None:
     output = arguments.output
     if output is None:
         return
-    if output.is_dir():
-        raise ConfigError(f"--output {output}: is a folder; give a file")
     if not arguments.format and output.suffix and output.suffix.lower() not in SUFFIXES:
         raise ConfigError(
             f"--output {output}: no format writes {output.suffix} files ({', '.join(SUFFIXES)}); name it so, or give"
@@ -574,20 +602,21 @@ def _collected(errors: list[str], uri: str) -> Iterator[None]:
 
 def report_main(argv: Sequence[str] | None = None) -> int:
     """igel-report: the paper's tables from the runs in an MLflow store."""
-    arguments = _parser(
+    parser = _parser(
         "igel-report",
         "Print the paper's tables (paper, ours = mean ± std over seeds, Δ) from the runs in an MLflow store.",
         reproduce=False,
-    ).parse_intermixed_args(argv)
+    )
+    arguments = parser.parse_intermixed_args(argv)
     tables, overrides = _split(arguments.items)
     errors: list[str] = []
-    uri, key = _store(arguments, overrides)
+    uri, key = _store(parser, arguments, overrides)
     with _collected(errors, uri):
         check_store_uri(uri, key=key)
         _check_output(arguments)
         plans = _plans(arguments, tables or ["all"], overrides, errors)
         if plans and not store_exists(uri):  # its tables list every run as missing: say why (a mistyped place?)
-            print(f"igel-report: no MLflow store at {uri} (--tracking-uri, $MLFLOW_TRACKING_URI)", file=sys.stderr)
+            print(f"igel-report: {no_store(uri)}", file=sys.stderr)
         _close_stale_runs(uri)
         _write(_tables(plans, _RunCache(uri), _rerun(arguments, overrides), errors), arguments)
     return _fail("igel-report", errors)
@@ -595,12 +624,13 @@ def report_main(argv: Sequence[str] | None = None) -> int:
 
 def reproduce_main(argv: Sequence[str] | None = None) -> int:
     """igel-reproduce: run the jobs of the tables' sweeps that the store lacks, then print the tables."""
-    arguments = _parser(
+    parser = _parser(
         "igel-reproduce",
         "Run the missing jobs of the paper's tables (skipping configs that already have a FINISHED run in the"
         " MLflow store), then print the tables. Interrupt and rerun at will: nothing finished is repeated.",
         reproduce=True,
-    ).parse_intermixed_args(argv)
+    )
+    arguments = parser.parse_intermixed_args(argv)
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
     tables, overrides = _split(arguments.items)
     if not tables:  # the full sweeps of every table take days: running them must be asked for by name
@@ -608,7 +638,7 @@ def reproduce_main(argv: Sequence[str] | None = None) -> int:
         return 2
     launch, overrides = _launcher_overrides(overrides)
     errors: list[str] = []
-    uri, key = _store(arguments, overrides)
+    uri, key = _store(parser, arguments, overrides)
     with _collected(errors, uri):
         check_store_uri(uri, key=key)
         _check_output(arguments)

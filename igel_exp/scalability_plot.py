@@ -13,17 +13,24 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.backend_bases import FigureCanvasBase
 
 from igel_exp import plots
-from igel_exp.errors import DataError, IgelError, OneLineParser, StoreError
+from igel_exp.errors import DataError, IgelError, OneLineParser, StoreError, output_file
 from igel_exp.identity import HASH_TAG
 from igel_exp.tasks.scalability import seed_means, slopes
-from igel_exp.tracking import SWEEP_TAG, check_store_uri, finished_runs, store_exists, tracking_uri
+from igel_exp.tracking import (
+    DEFAULT_STORE,
+    SWEEP_TAG,
+    check_store_uri,
+    finished_runs,
+    no_store,
+    store_exists,
+    tracking_uri,
+)
 
 NODES = "params.dataset.num_nodes"
 DEGREE = "params.dataset.average_degree"
@@ -71,10 +78,10 @@ def scalability_report(
 ) -> ScalabilityReport:
     """Read the finished Erdős–Rényi runs of `experiment` (only those of `sweeps`, parent run ids, if given)
     and draw both panels of `metric` (a run metric: time_total_s, time_<stage>_s, peak_rss_mib, ...)."""
-    uri = tracking_uri(uri)
+    uri = tracking_uri(uri, key="--tracking-uri")
     check_store_uri(uri, key="--tracking-uri")
     if not store_exists(uri):  # reading must not make one
-        raise StoreError(f"no MLflow store at {uri} (--tracking-uri, $MLFLOW_TRACKING_URI)")
+        raise StoreError(no_store(uri))
     runs = finished_runs(experiment, uri)
     if not runs.empty and sweeps:
         runs = runs[runs.get(f"tags.{SWEEP_TAG}", pd.Series(index=runs.index, dtype=object)).isin(sweeps)]
@@ -137,7 +144,7 @@ def _check_same_settings(runs: pd.DataFrame) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = OneLineParser(prog="igel-scalability-plot", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    parser.add_argument("--tracking-uri", help=f"MLflow store (default: {DEFAULT_STORE})")
     parser.add_argument("--experiment", default="scalability", help="MLflow experiment (default: scalability)")
     parser.add_argument("--metric", default="time_total_s", help="run metric to plot (default: time_total_s)")
     parser.add_argument("--degree", type=float, default=8, help="average degree of the |V| panel (default: 8)")
@@ -145,9 +152,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fit-min", type=float, default=2**10, help="smallest |V| of the slope fit (default: 1024)")
     parser.add_argument("--fit-max", type=float, default=2**20, help="largest |V| of the slope fit (default: 2^20)")
     parser.add_argument("--sweep", action="append", help="only the jobs of this sweep (parent run id); repeatable")
-    parser.add_argument("--output", default="scalability.png", help="figure file (default: scalability.png)")
+    parser.add_argument(
+        "--output", type=output_file, default="scalability.png", help="figure file (default: scalability.png)"
+    )
     args = parser.parse_args(argv)
-    output = Path(args.output)
+    output = args.output
     output = output if output.suffix else output.with_suffix(".png")  # the file matplotlib writes
     formats = FigureCanvasBase.get_supported_filetypes()
     if output.suffix[1:].lower() not in formats:

@@ -373,7 +373,8 @@ class SisterCitiesTask(Task):
 
 @dataclass
 class Tracking:
-    uri: Optional[str] = value()
+    # blank is refused, not taken for null: `tracking.uri=$URI` with $URI unset would log to ./mlflow.db unawares
+    uri: Optional[str] = matching(r".*\S.*", "the non-blank URIs (null: the default store)")
     parent_run_id: Optional[str] = value()
 
 

@@ -39,7 +39,7 @@ from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig, OmegaConf
 from sqlalchemy.exc import SQLAlchemyError
 
-from igel_exp.errors import FAILED_RUN, StoreError, first_line
+from igel_exp.errors import FAILED_RUN, JobTaken, StoreError, first_line
 from igel_exp.identity import HASH_TAG, config_hash
 
 try:
@@ -56,13 +56,20 @@ QUIET_RESOURCE_TRACKERS = ",".join(
     f"ignore:resource_tracker:UserWarning:{module}"
     for module in ("multiprocessing.resource_tracker", "joblib.externals.loky.backend.resource_tracker")
 )
+REPRODUCE_TAG = "igel.reproduce"  # on the parent run of each igel-reproduce invocation: "<table> (<profile>)"
 SWEEP_TAG = "igel.sweep"  # the parent run's id, on the parent and on every job of the sweep
 PROTOCOL_TAG = "igel.protocol"  # faithful (the paper's computation) or the authors' code path: conf/protocol
 NOT_PARAMS = ("reproduce",)  # reference data of experiments/ files: kept in config.yaml, not run params
 
 
-def tracking_uri(configured: str | None) -> str:
-    """The configured URI, else $MLFLOW_TRACKING_URI, else a sqlite store in the working directory."""
+DEFAULT_STORE = "$MLFLOW_TRACKING_URI, else ./mlflow.db"  # where runs go when no URI is given
+
+
+def tracking_uri(configured: str | None, key: str = "tracking.uri") -> str:
+    """The configured URI, else $MLFLOW_TRACKING_URI, else a sqlite store in the working directory. A blank one is
+    refused, naming `key`: `--tracking-uri "$URI"` with $URI unset would read or write ./mlflow.db unawares."""
+    if configured is not None and not str(configured).strip():
+        raise StoreError(f"{key} is blank: give a store's URI, or leave it out for {DEFAULT_STORE}")
     if configured:
         return str(configured)
     if os.environ.get("MLFLOW_TRACKING_URI"):
@@ -204,6 +211,30 @@ def check_store_uri(uri: str, *, key: str = "tracking.uri") -> None:
             f"{key}={uri} is a path, which MLflow takes for a file store, one it no longer opens: for a sqlite"
             f" store write sqlite:///{path}"
         )
+
+
+def no_store(uri: str) -> str:
+    """What a command that reads runs says where `uri` has no store."""
+    return f"no MLflow store at {uri} (--tracking-uri, {DEFAULT_STORE})"
+
+
+@contextmanager
+def claimed(uri: str, identity: str) -> Iterator[None]:
+    """The block starts the run of an igel-reproduce job (`identity`: its igel.config_hash) unless another command has
+    one RUNNING, its process alive or on another host (igel.process), or FINISHED since this one listed its jobs: then
+    JobTaken.
+    Two igel-reproduce of one table at once so share its jobs instead of running each twice. For a sqlite store, the
+    check and the run's start hold the store's lock, so that two commands cannot both pass the check."""
+    database = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+    with _creation_lock(database) if database is not None else contextlib.nullcontext():
+        client = mlflow.MlflowClient()
+        experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+        for run in client.search_runs(experiments, filter_string=f"tags.`{HASH_TAG}` = '{identity}'"):
+            status, process = run.info.status, run.data.tags.get(PROCESS_TAG, "")
+            if status == "FINISHED" or (status == "RUNNING" and process and not process_gone(process)):
+                where = f" (process {process})" if status == "RUNNING" and process else ""
+                raise JobTaken(f"another command's run {run.info.run_id} has it {status}{where}")
+        yield
 
 
 def store_exists(uri: str) -> bool:
@@ -456,10 +487,12 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
     }
     uri = tracking_uri(tracking.get("uri"))
     open_experiment(uri, experiment)
+    reproducing = False
     if parent:
-        _check_parent(parent, uri, "tracking.parent_run_id" if tracking.get("parent_run_id") else f"${PARENT_RUN_ENV}")
+        source = "tracking.parent_run_id" if tracking.get("parent_run_id") else f"${PARENT_RUN_ENV}"
+        reproducing = REPRODUCE_TAG in _parent_tags(parent, uri, source)
     try:
-        with store_call():
+        with store_call(), claimed(uri, tags[HASH_TAG]) if reproducing else contextlib.nullcontext():
             run = mlflow.start_run(run_name=run_name, parent_run_id=parent, nested=parent is not None, tags=tags)
             log.info("MLflow run %s in experiment %r at %s", run.info.run_id, experiment, mlflow.get_tracking_uri())
             mlflow.log_params(flatten({k: v for k, v in resolved.items() if k not in NOT_PARAMS}))
@@ -477,12 +510,12 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
         mlflow.end_run()
 
 
-def _check_parent(parent: str, uri: str, source: str) -> None:
-    """Raise StoreError unless the parent run a job is to be nested under (named by `source`, the config key or the
-    environment variable) is a run of the store: MLflow's own error is a traceback from inside start_run."""
+def _parent_tags(parent: str, uri: str, source: str) -> dict[str, str]:
+    """The tags of the parent run a job is to be nested under (named by `source`, the config key or the environment
+    variable); StoreError unless it is a run of the store: MLflow's own error is a traceback from inside start_run."""
     try:
         with store_call():
-            mlflow.MlflowClient().get_run(parent)
+            return mlflow.MlflowClient().get_run(parent).data.tags
     except MlflowException as error:
         if error.error_code != "RESOURCE_DOES_NOT_EXIST":
             raise

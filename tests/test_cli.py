@@ -88,6 +88,7 @@ INVALID = [
     (["seed=${nope}"], "seed: Interpolation key 'nope' not found"),
     (["seed=null"], "seed=null: expected a value"),
     (["tracking.uri=runs.db"], "tracking.uri=runs.db is a path, which MLflow takes for a file store"),
+    (["tracking.uri="], "tracking.uri=: expected one of the non-blank URIs"),  # was ./mlflow.db, unsaid
     (["name=é"], "name=é: Hydra's override grammar cannot read it; quote a value that holds spaces or characters"),
     (["trainer.batching=buckets", "trainer.noise=degree"], "trainer.batching=buckets draws its negatives uniformly"),
     (["encoder=deepwalk", "trainer.precision=bfloat16"], "trainer.precision=bfloat16 applies to IGEL's products"),

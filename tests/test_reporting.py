@@ -261,7 +261,9 @@ def test_report_of_an_absent_store_lists_every_run_and_creates_nothing(experimen
     assert report_main(arguments) == 0
     printed = capsys.readouterr()
     assert "- 2 not run: encoder.distance=1; encoder.distance=2" in printed.out
-    assert f"igel-report: no MLflow store at sqlite:///{store} (--tracking-uri, $MLFLOW_TRACKING_URI)" in printed.err
+    assert (
+        f"igel-report: no MLflow store at sqlite:///{store} (--tracking-uri, $MLFLOW_TRACKING_URI, else" in printed.err
+    )
     assert not store.exists()
 
 
@@ -370,8 +372,15 @@ def test_a_sweep_over_a_protocol_the_experiment_lacks_is_refused_when_planned(ex
 def test_an_output_folder_or_a_store_that_is_not_one_is_one_line(correlations, tmp_path, capsys):
     plan, uri = correlations
     folder = ["--experiments", str(plan.path.parent)]
-    assert report_main([*folder, "--tracking-uri", uri, "--output", str(tmp_path)]) == 1
-    assert capsys.readouterr().err == f"igel-report: error: --output {tmp_path}: is a folder; give a file\n"
+    for output, why in [(str(tmp_path), f"{tmp_path} is a folder"), ("", "blank")]:  # '': Path's '.', a folder too
+        with pytest.raises(SystemExit) as exited:
+            report_main([*folder, "--tracking-uri", uri, "--output", output])
+        assert exited.value.code == 2
+        assert capsys.readouterr().err.startswith(f"igel-report: error: argument --output/-o: {why}: give a file (")
+    for given in (["--tracking-uri", ""], ["tracking.uri= "]):  # "$URI" unset: was ./mlflow.db, unsaid
+        with pytest.raises(SystemExit):
+            report_main([*folder, *given])
+        assert f"{given[0].strip('= ')} is blank: give a store's URI" in capsys.readouterr().err
     unknown = tmp_path / "tables.json"  # written as markdown, silently
     assert report_main([*folder, "--tracking-uri", uri, "--output", str(unknown)]) == 1
     assert capsys.readouterr().err == (

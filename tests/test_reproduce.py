@@ -12,7 +12,8 @@ from igel_exp import pipelines
 from igel_exp.identity import HASH_TAG
 from igel_exp.pipelines import clustering
 from igel_exp.plan import load_plan
-from igel_exp.reproduce import REPRODUCE_TAG, report_main, reproduce_main, run_plan
+from igel_exp.reproduce import launch_plan, report_main, reproduce_main, run_plan
+from igel_exp.tracking import PROCESS_TAG, REPRODUCE_TAG, process_identity
 
 from conftest import TINY_QUICK
 
@@ -104,6 +105,47 @@ def test_runs_of_an_igel_run_sweep_are_recognised(experiments_dir, store_uri, tm
     plan = load_plan(experiments_dir.folder / "tiny.yaml", "quick")
     outcome = run_plan(plan, store_uri, runner=lambda config: ran.append(config.encoder.distance) or {})
     assert ran == [2] and outcome.finished_before == 1 and outcome.ran == 1
+
+
+@pytest.mark.parametrize(
+    "launch", [[], ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]], ids=["in_process", "joblib"]
+)
+def test_a_job_another_command_is_running_is_left_to_it_until_its_process_is_gone(experiments_dir, store_uri, launch):
+    def reproduce_plan():
+        return launch_plan(plan, store_uri, launch) if launch else run_plan(plan, store_uri)
+
+    experiments_dir("tiny", {"encoder.distance": "1,2", "seed": "0"}, TABLE)
+    plan = load_plan(experiments_dir.folder / "tiny.yaml", "quick")
+    first = plan.jobs[0]
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # the other command's process
+    client = mlflow.MlflowClient(store_uri)
+    experiment = client.create_experiment(str(first.config.name))
+    tags = {HASH_TAG: first.hash, PROCESS_TAG: process_identity(other.pid)}
+    running = client.create_run(experiment, tags=tags).info.run_id
+    try:
+        outcome = reproduce_plan()
+    finally:
+        other.kill()
+        other.wait()
+    assert (outcome.ran, outcome.taken) == (1, 1)
+    assert "1 runs were left to another command running them at the same time" in outcome.notes()[0]
+    runs = jobs_in_store(store_uri)
+    assert sorted(runs.status) == ["FINISHED", "RUNNING"] and running in set(runs.run_id)  # not run a second time
+    outcome = reproduce_plan()  # its process is gone: the job is this command's again
+    assert (outcome.ran, outcome.taken) == (1, 0)
+
+
+def test_two_reproductions_of_a_table_at_once_share_its_jobs(experiments_dir, store_uri, tmp_path):
+    experiments_dir("tiny", {"encoder.distance": "1,2,3,4", "seed": "0"}, TABLE)
+    code = "import sys; from igel_exp.reproduce import reproduce_main; sys.exit(reproduce_main(sys.argv[1:]))"
+    command = [sys.executable, "-c", code, "tiny", "--profile", "quick", "--experiments", str(experiments_dir.folder)]
+    both = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in "ab"]
+    for process in both:
+        _, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err.decode()
+    runs = jobs_in_store(store_uri)
+    assert len(runs) == 4 and set(runs.status) == {"FINISHED"}  # each job once; without the claim each ran twice
+    assert runs[f"tags.{HASH_TAG}"].nunique() == 4
 
 
 def test_missing_data_is_reported_and_the_other_jobs_on_it_are_not_attempted(

@@ -326,9 +326,16 @@ def test_plot_command_refuses_a_figure_it_cannot_write_in_one_line(tracking_uri,
     (tmp_path / "folder").mkdir()
     with pytest.raises(SystemExit, match=r"^igel-scalability-plot: error: --output .*/no/such/x.png: cannot write it"):
         plot_main(["--output", str(tmp_path / "no" / "such" / "x.png")])
-    plot_main(["--output", str(tmp_path / "folder")])  # no suffix: a PNG, named as matplotlib names it
-    assert capsys.readouterr().out.endswith(f"figure: {tmp_path / 'folder.png'}\n")
-    assert (tmp_path / "folder.png").stat().st_size > 10_000
+    capsys.readouterr()  # MLflow's lines as the store was made
+    for output, why in [(str(tmp_path / "folder"), f"{tmp_path / 'folder'} is a folder"), ("", "blank")]:
+        with pytest.raises(SystemExit, match="^2$"):  # an option error, not figure.png beside it or a traceback
+            plot_main(["--output", output])
+        assert capsys.readouterr().err.startswith(f"igel-scalability-plot: error: argument --output: {why}: give a")
+    with pytest.raises(SystemExit, match="^igel-scalability-plot: error: --tracking-uri is blank: give a store's"):
+        plot_main(["--tracking-uri", " "])
+    plot_main(["--output", str(tmp_path / "figure")])  # no suffix: a PNG, named as matplotlib names it
+    assert capsys.readouterr().out.endswith(f"figure: {tmp_path / 'figure.png'}\n")
+    assert (tmp_path / "figure.png").stat().st_size > 10_000
 
 
 def test_plot_command_refuses_empty_stores_and_mixed_settings(tracking_uri, tmp_path):

@@ -13,7 +13,7 @@ import mlflow
 import pytest
 
 from igel_exp.identity import HASH_TAG
-from igel_exp.reproduce import REPRODUCE_TAG
+from igel_exp.tracking import REPRODUCE_TAG
 
 from conftest import TINY_QUICK
 
