@@ -170,7 +170,7 @@ def use_store(uri: str) -> str:
         raise IsADirectoryError(errno.EISDIR, "a folder, not a database file", str(database))
     if database is not None:
         database.parent.mkdir(parents=True, exist_ok=True)
-        with _creation_lock(database):
+        with _store_lock(database):
             if database.is_file():
                 _refuse_foreign_database(database)
             mlflow.MlflowClient(tracking_uri=uri).search_experiments(max_results=1)  # creates or migrates it
@@ -179,8 +179,9 @@ def use_store(uri: str) -> str:
 
 
 @contextmanager
-def _creation_lock(database: Path) -> Iterator[None]:
-    """An exclusive lock on `<database>.lock` for the block (none where fcntl is missing: Windows)."""
+def _store_lock(database: Path) -> Iterator[None]:
+    """An exclusive lock on `<database>.lock` for the block (none where fcntl is missing: Windows): held to make the
+    store, to check that a file is one, and to claim an igel-reproduce job (`claimed`)."""
     if fcntl is None:
         yield
         return
@@ -222,11 +223,10 @@ def no_store(uri: str) -> str:
 def claimed(uri: str, identity: str) -> Iterator[None]:
     """The block starts the run of an igel-reproduce job (`identity`: its igel.config_hash) unless another command has
     one RUNNING, its process alive or on another host (igel.process), or FINISHED since this one listed its jobs: then
-    JobTaken.
-    Two igel-reproduce of one table at once so share its jobs instead of running each twice. For a sqlite store, the
-    check and the run's start hold the store's lock, so that two commands cannot both pass the check."""
+    JobTaken. Two igel-reproduce of one table at once so share its jobs instead of running each twice. For a sqlite
+    store, the check and the run's start hold the store's lock, so that two commands cannot both pass the check."""
     database = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
-    with _creation_lock(database) if database is not None else contextlib.nullcontext():
+    with _store_lock(database) if database is not None else contextlib.nullcontext():
         client = mlflow.MlflowClient()
         experiments = [experiment.experiment_id for experiment in client.search_experiments()]
         for run in client.search_runs(experiments, filter_string=f"tags.`{HASH_TAG}` = '{identity}'"):
@@ -246,7 +246,7 @@ def store_exists(uri: str) -> bool:
         path = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else parsed.path
         if path == ":memory:" or not Path(path).exists():
             return path == ":memory:"
-        with contextlib.suppress(OSError), _creation_lock(Path(path)):  # a folder this user cannot write: no wait
+        with contextlib.suppress(OSError), _store_lock(Path(path)):  # a folder this user cannot write: no wait
             pass
         return True
     if parsed.scheme in ("", "file"):
