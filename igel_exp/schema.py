@@ -484,7 +484,8 @@ def not_taken(config: DictConfig, keys: Iterable[str]) -> list[str]:
     for key in keys:
         group, _, setting = key.partition(".")
         if group in OPEN_GROUPS and setting and "." not in setting and setting in config.get(group, {}):
-            if setting not in _field_names(OmegaConf.get_type(config[group])):
+            schema = OmegaConf.get_type(config[group])  # none for a user's file without its schema line: unchecked
+            if dataclasses.is_dataclass(schema) and setting not in _field_names(schema):
                 found.append(key)
     return found
 

@@ -121,6 +121,17 @@ def test_invalid_invocations_fail_in_one_line_before_any_run(tmp_path, monkeypat
     assert not (tmp_path / "mlflow.db").exists()  # no run, not even a store
 
 
+def test_a_users_dataset_file_without_its_schema_line_takes_overrides(tmp_path):
+    path = tmp_path / "graph.txt"
+    path.write_text("".join(f"{i} {i + 1}\n{i} {i + 2}\n" for i in range(0, 12, 3)))  # degrees 1 to 3
+    (tmp_path / "mine" / "dataset").mkdir(parents=True)
+    (tmp_path / "mine" / "dataset" / "mygraph.yaml").write_text("name: edgelist\npath: nowhere.txt\nnode_ids: int\n")
+    tiny = ["trainer.epochs=1", "trainer.walk_length=10", "task.k_max=3", "progress=false", *HERE]
+    done = igel_run("--config-dir", "mine", "dataset=mygraph", f"dataset.path={path}", *tiny, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr  # was a TypeError traceback from the check of the override
+    assert runs(tmp_path)["params.dataset.path"].tolist() == [str(path)]
+
+
 def test_a_bad_job_stops_a_sweep_before_its_store_and_its_first_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

@@ -80,6 +80,17 @@ def test_identical_embeddings_rank_nodes_by_degree():
     assert result["spearman_degree_p"] < 1e-20
 
 
+def test_a_centrality_that_ranks_nothing_is_not_correlated(caplog):
+    ring = ig.Graph.Ring(10)  # every node alike: PageRank equal but for rounding, the others exactly
+    embeddings = np.random.default_rng(0).normal(size=(10, 4))
+    assert np.ptp(centralities(ring)["pagerank"]) > 0  # rounding noise, which spearmanr would rank
+    assert centrality_correlations(ring, embeddings) == {}  # was ρ 0.49 on the noise, NaN for the others
+    assert "spearman_pagerank is not logged: every node has the same pagerank" in caplog.text
+    path = ig.Graph(n=4, edges=[(0, 1), (1, 2), (2, 3)])
+    assert set(centrality_correlations(path, embeddings[:4])) >= {"spearman_degree", "spearman_pagerank"}
+    assert centrality_correlations(path, np.zeros((4, 4))) == {}  # every score 0: nothing to rank them by
+
+
 def test_centralities_are_remembered_by_the_graphs_edges():
     """A sweep's runs on one graph share its centralities; a graph with other edges (one fewer, or parallel ones: the
     authors' Sister Cities graph) gets its own, and what a caller does to them stays with that caller."""

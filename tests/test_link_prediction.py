@@ -10,6 +10,7 @@ from igel_exp.errors import ConfigError, DataError
 from igel_exp.pipelines.link_prediction import cached_split
 from igel_exp.tasks.link_prediction import (
     EdgeSplit,
+    check_scorable,
     check_split,
     hadamard_features,
     link_prediction_scores,
@@ -141,6 +142,24 @@ def test_scores_on_known_embeddings():
     noise = link_prediction_scores(rng.normal(size=(graph.vcount(), 8)), split, seed=0)
     assert abs(noise["auc"] - 0.5) < 0.15
     assert noise["test_pairs"] == len(split.positives)
+
+
+def test_a_validation_fraction_that_leaves_one_class_is_one_line_before_training(compose_config, tracking_uri):
+    split = split_edges(small_graphs()["miserables"], 0.5, seed=0)  # 254 labelled pairs, 127 in the training half
+    check_scorable(split, 0, 0.25)
+    with pytest.raises(
+        ConfigError, match=r"^task.validation_fraction=0.99: the classifier's fit pairs \(1 of .* lower"
+    ):
+        check_scorable(split, 0, 0.99)  # was scikit-learn's traceback after training
+    with pytest.raises(
+        ConfigError, match=r"^task.validation_fraction=0.001: the classifier's validation pairs .* raise"
+    ):
+        check_scorable(split, 0, 0.001)  # was a FINISHED run with val_auc NaN, its objective
+    config = compose_config("experiment=link_prediction", "dataset=miserables", "task.validation_fraction=0.99")
+    with pytest.raises(ConfigError, match="^task.validation_fraction=0.99"):
+        pipelines.run(config)
+    (run,) = mlflow.search_runs(search_all_experiments=True).itertuples()
+    assert run.status == "FAILED" and not any(name.startswith("metrics.time_train") for name in run._fields)
 
 
 def test_link_prediction_end_to_end_with_igel_and_baselines(compose_config, tracking_uri, tmp_path):

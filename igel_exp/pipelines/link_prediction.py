@@ -18,6 +18,7 @@ from igel_exp.pipelines import pipeline
 from igel_exp.pipelines.common import Stages, build_encoder, load, train_unsupervised
 from igel_exp.tasks.link_prediction import (
     EdgeSplit,
+    check_scorable,
     check_split,
     link_prediction_scores,
     read_back_split,
@@ -81,11 +82,15 @@ def configured_split(dataset: Dataset, config: DictConfig) -> tuple[EdgeSplit, s
     task = config.task
     how = task.get("split", "leak_free")
     if how == "read_back":
-        return read_back_split(dataset.graph, task.removed_fraction, config.seed), "read_back", False
+        split = read_back_split(dataset.graph, task.removed_fraction, config.seed)
+        check_scorable(split, config.seed, task.validation_fraction)
+        return split, "read_back", False
     if how != "leak_free":
         raise ConfigError(f"task.split={how!r} is not one of {', '.join(SPLITS)}")
     cache = Path(task.split_cache).expanduser() if task.split_cache else None
-    return cached_split(dataset, task.removed_fraction, config.seed, cache)
+    split, key, hit = cached_split(dataset, task.removed_fraction, config.seed, cache)
+    check_scorable(split, config.seed, task.validation_fraction)  # before training, not after it
+    return split, key, hit
 
 
 @pipeline("link_prediction")

@@ -122,8 +122,19 @@ def centrality_correlations(graph: ig.Graph, embeddings: np.ndarray, neighbourho
     centrality, computed on `graph` as it is (parallel edges count in PageRank, betweenness and degree)."""
     score = neighbour_similarity(graph, embeddings, neighbourhood)
     result = {}
+    if constant(score):
+        log.warning("no centrality correlations: every node's similarity to its neighbours is the same")
+        return result
     for name, values in centralities(graph).items():
+        if constant(values):  # a ring's PageRank: its ranks would be those of rounding noise, or ρ NaN
+            log.warning("spearman_%s is not logged: every node has the same %s, which ranks nothing", name, name)
+            continue
         rho, p_value = spearmanr(score, values)
         result[f"spearman_{name}"] = float(rho)
         result[f"spearman_{name}_p"] = float(p_value)
     return result
+
+
+def constant(values: np.ndarray) -> bool:
+    """Whether `values` are all equal up to float rounding (a relative spread of at most 1e-9)."""
+    return bool(np.ptp(values) <= 1e-9 * max(float(np.abs(values).max()), np.finfo(float).tiny))

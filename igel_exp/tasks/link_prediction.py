@@ -203,18 +203,43 @@ def link_prediction_scores(
     trains on the first half and `auc` is its score on the second. `val_auc` holds out the last
     `validation_fraction` of the training half instead, for choosing hyper-parameters without the test pairs.
     """
-    pairs = np.concatenate([split.positives, split.negatives])
-    labels = np.concatenate([np.ones(len(split.positives)), np.zeros(len(split.negatives))])
-    order = np.random.default_rng(seed).permutation(len(pairs))
-    half = len(order) // 2
-    train, test = order[:half], order[half:]
-    held_out = max(1, round(validation_fraction * len(train)))
-    fit, validation = train[:-held_out], train[-held_out:]
-    features = hadamard_features(embeddings, pairs)
+    labels, rows = _scored_rows(split, seed, validation_fraction)
+    features = hadamard_features(embeddings, np.concatenate([split.positives, split.negatives]))
 
     def auc(fit_rows: np.ndarray, score_rows: np.ndarray) -> float:
         model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
         model.fit(features[fit_rows], labels[fit_rows])
         return float(roc_auc_score(labels[score_rows], model.decision_function(features[score_rows])))
 
-    return {"auc": auc(train, test), "val_auc": auc(fit, validation), "test_pairs": float(len(test))}
+    scores = {"auc": auc(rows["train"], rows["test"]), "val_auc": auc(rows["fit"], rows["validation"])}
+    return {**scores, "test_pairs": float(len(rows["test"]))}
+
+
+def _scored_rows(split: EdgeSplit, seed: int, validation_fraction: float) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The labelled pairs' labels (positives, then negatives) and the rows of each part link_prediction_scores uses:
+    `train` and `test`, the halves, and `fit` and `validation`, the training half less its held-out fraction."""
+    labels = np.concatenate([np.ones(len(split.positives)), np.zeros(len(split.negatives))])
+    order = np.random.default_rng(seed).permutation(len(labels))
+    train, test = np.split(order, [len(order) // 2])
+    held_out = max(1, round(validation_fraction * len(train)))
+    return labels, {"train": train, "test": test, "fit": train[:-held_out], "validation": train[-held_out:]}
+
+
+def check_scorable(split: EdgeSplit, seed: int, validation_fraction: float) -> None:
+    """Raise ConfigError, naming the key to change, where a part of the labelled pairs that link_prediction_scores
+    fits a classifier on or scores holds one class only (or none): scikit-learn's traceback after training, or an AUC
+    of NaN in a finished run."""
+    labels, rows = _scored_rows(split, seed, validation_fraction)
+    for part, kept in rows.items():
+        if len(np.unique(labels[kept])) == 2:
+            continue
+        if part in ("fit", "validation"):
+            change = "lower it" if part == "fit" else "raise it"
+            raise ConfigError(
+                f"task.validation_fraction={validation_fraction}: the classifier's {part} pairs ({len(kept)} of the"
+                f" training half's {len(rows['train'])}) hold one class only: {change}"
+            )
+        raise ConfigError(
+            f"the split's {len(labels)} labelled pairs are too few: the classifier's {part} half holds one class only;"
+            " raise task.removed_fraction"
+        )
