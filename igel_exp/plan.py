@@ -16,6 +16,7 @@ import copy
 import importlib.resources
 import logging
 import re
+import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,9 +116,11 @@ class Plan:
 
     @property
     def command(self) -> str:
-        """The equivalent igel-run command line."""
-        arguments = " ".join(_quote(argument) for argument in self.arguments)
-        return f"igel-run -m --config-dir {self.path.parent} --config-name {self.name} {arguments}".rstrip()
+        """The equivalent igel-run command line, quoted as a shell reads it back (a folder with spaces, the quotes of
+        task.source_overrides=['trainer.epochs=1'])."""
+        return shlex.join(
+            ["igel-run", "-m", "--config-dir", str(self.path.parent), "--config-name", self.name, *self.arguments]
+        )
 
     def row_key(self, job: Job) -> tuple:
         return tuple(job.flat.get(key) for key in self.spec.rows)
@@ -427,7 +430,3 @@ def _varying_keys(batches: list[list[str]]) -> list[str]:
         for override in batch:
             values.setdefault(_key(override), set()).add(override)
     return [key for key, seen in values.items() if len(seen) > 1]
-
-
-def _quote(argument: str) -> str:
-    return f"'{argument}'" if any(char in argument for char in " ()[]{}'\"") else argument

@@ -241,6 +241,14 @@ def launched_job(config: DictConfig) -> dict:
         return pipelines.run(config)
 
 
+# the packaged configs, and the launcher's and the jobs' log lines on stderr (Hydra's default: stdout, the tables')
+LAUNCHED = (
+    f"hydra.searchpath=[{PACKAGED_CONFIGS}]",
+    "hydra.hydra_logging.handlers.console.stream=ext://sys.stderr",
+    "hydra.job_logging.handlers.console.stream=ext://sys.stderr",
+)
+
+
 @contextmanager
 def hydra_launcher(plan: Plan, launch: Sequence[str]) -> Iterator[Launcher]:
     """The launcher that `igel-run -m --config-dir <plans> --config-name <plan> <launch>` would use."""
@@ -248,9 +256,7 @@ def hydra_launcher(plan: Plan, launch: Sequence[str]) -> Iterator[Launcher]:
         setup_globals()
         hydra = GlobalHydra.instance().hydra
         try:
-            config = hydra.compose_config(
-                plan.name, [f"hydra.searchpath=[{PACKAGED_CONFIGS}]", *launch], run_mode=RunMode.MULTIRUN
-            )
+            config = hydra.compose_config(plan.name, [*LAUNCHED, *launch], run_mode=RunMode.MULTIRUN)
             context = HydraContext(config_loader=hydra.config_loader, callbacks=Callbacks())
             launcher = Plugins.instance().instantiate_launcher(
                 hydra_context=context, task_function=launched_job, config=config

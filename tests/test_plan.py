@@ -1,11 +1,13 @@
 """The reproduction plan: experiments/ files expanded into jobs as `igel-run -m` would run them."""
 
+import shlex
+
 import pytest
 from hydra import compose, initialize_config_dir
 
 from igel_exp.errors import ConfigError
 from igel_exp.identity import config_hash
-from igel_exp.plan import load_plan, table_files
+from igel_exp.plan import default_experiments_dir, load_plan, table_files
 
 from conftest import REPO, TINY_QUICK
 
@@ -30,6 +32,9 @@ def test_the_sweep_expands_as_hydra_basic_sweeper_does(experiments_dir):
         "--config-name grid encoder.distance=1,2,3 'seed=range(2)' trainer.dim=4 trainer.epochs=1"
     )
     assert len({job.hash for job in plan.jobs}) == 6 and len({job.point for job in plan.jobs}) == 3
+    transfer = load_plan(default_experiments_dir() / "transfer_link_prediction.yaml", "quick")
+    assert "task.source_overrides=['trainer.epochs=1','trainer.walks_per_node=1']" in transfer.arguments
+    assert shlex.split(transfer.command)[6:] == transfer.arguments  # pasted, the same (its inner quotes were lost)
     narrowed = load_plan(path, "quick", ["encoder.distance=2", "trainer.lr=0.5"])
     assert [(job.config.encoder.distance, job.config.seed, job.config.trainer.lr) for job in narrowed.jobs] == [
         (2, 0, 0.5),

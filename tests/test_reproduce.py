@@ -289,6 +289,17 @@ def compose_config_for(experiments_dir, *overrides):
         return compose("tiny", ["hydra.searchpath=[pkg://igel_exp.conf]", "seed=0", *TINY_QUICK, *overrides])
 
 
+def test_a_transfer_table_runs_through_a_launcher_with_only_its_tables_on_stdout(experiments_dir, store_uri, capsys):
+    transfer = {"table": "T", "caption": "t", "rows": ["dataset.name"], "columns": {"A on B": "auc"}}
+    params = {"task.source": "miserables", "dataset": "miserables,miserables_cloned", "seed": "0"}
+    experiments_dir("tr", params, transfer, experiment="transfer_link_prediction")
+    command = ["tr", "--profile", "quick", "--experiments", str(experiments_dir.folder), "hydra/launcher=basic"]
+    assert reproduce_main(command) == 0  # every job failed: A's config was composed in the launcher's Hydra context
+    out = capsys.readouterr().out
+    assert out.startswith("### T (tr)")  # the launcher's and the jobs' log lines were on stdout, amid the tables
+    assert "| miserables_cloned | 0." in out and "Missing" not in out
+
+
 def test_an_unknown_launcher_is_one_line(experiments_dir, store_uri, capsys):
     experiments_dir("tiny", {"encoder.distance": "1", "seed": "0"}, TABLE)
     assert reproduce(experiments_dir.folder, "hydra/launcher=nope") == 1

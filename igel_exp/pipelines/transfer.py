@@ -21,7 +21,8 @@ import mlflow
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import HydraException
+from hydra.core.singleton import Singleton
+from hydra.errors import HydraException, MissingConfigException
 from mlflow.entities import Run
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
@@ -148,11 +149,20 @@ def own_config(config: DictConfig, source_config: DictConfig) -> DictConfig:
 
 def compose_packaged(overrides: Sequence[str]) -> DictConfig:
     """The primary config `config` composed with `overrides`, as igel-run composes it: inside a Hydra app with the
-    app's search path (configs added with --config-dir count), otherwise from the packaged tree."""
+    app's search path (configs added with --config-dir count), otherwise from the packaged tree. A Hydra context
+    without `config` (a launcher's, for igel-reproduce: the experiments folder's) is set aside meanwhile."""
     if GlobalHydra.instance().is_initialized():
-        return compose(config_name="config", overrides=list(overrides))
-    with initialize_config_module(config_module="igel_exp.conf", version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+        try:
+            return compose(config_name="config", overrides=list(overrides))
+        except MissingConfigException:
+            pass
+    outer = Singleton._instances.pop(GlobalHydra, None)
+    try:
+        with initialize_config_module(config_module="igel_exp.conf", version_base="1.3"):
+            return compose(config_name="config", overrides=list(overrides))
+    finally:
+        if outer is not None:
+            Singleton._instances[GlobalHydra] = outer
 
 
 def finished_or_run(config: DictConfig, needs_model: bool) -> Run:
