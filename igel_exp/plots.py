@@ -30,10 +30,14 @@ def graph_clusters(graph: ig.Graph, labels: np.ndarray, seed: int, title: str) -
     return figure
 
 
-def modularity_by_k(ks: list[int], modularity: list[float], reference: float | None, title: str) -> plt.Figure:
-    """Modularity of the KMeans clusters against k, the best k marked (paper Figure MiserablesModularity)."""
+def modularity_by_k(
+    ks: list[int], modularity: list[float], reference: float | None, graph: str, method: str
+) -> plt.Figure:
+    """Modularity of the KMeans clusters of `method`'s embeddings (IGEL α=1, deepwalk) against k, the best k marked
+    (paper Figure MiserablesModularity)."""
     figure, axes = plt.subplots(figsize=(6, 4))
-    axes.plot(ks, modularity, marker="o", label="IGEL + KMeans")
+    title = f"{graph}, {method}"
+    axes.plot(ks, modularity, marker="o", label=f"{method} + KMeans")
     best = int(np.argmax(modularity))
     axes.plot([ks[best]], [modularity[best]], "rs", markersize=10, label=f"best k = {ks[best]}")
     if reference is not None:

@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
+from igel_exp import plots
 from igel_exp.errors import ConfigError
+from igel_exp.pipelines.common import method
 from igel_exp.reference import ego_distances
 from igel_exp.tasks.clustering import (
     centralities,
@@ -118,3 +120,12 @@ def test_closeness_counts_unreachable_nodes_at_distance_n_as_igraph_0_7_did(name
     np.testing.assert_allclose(closeness(graph), expected)
     if graph.is_connected():
         np.testing.assert_allclose(closeness(graph), graph.closeness())
+
+
+def test_figures_name_the_method_that_made_the_embeddings(compose_config):
+    deepwalk, igel = compose_config("encoder=deepwalk").encoder, compose_config("encoder.distance=2").encoder
+    assert (method(deepwalk), method(igel)) == ("deepwalk", "IGEL α=2")  # a DeepWalk run's figures said IGEL
+    figure = plots.modularity_by_k([2, 3], [0.1, 0.3], 0.35, "miserables", method(deepwalk))
+    axes = figure.axes[0]
+    assert axes.get_title() == "miserables, deepwalk"
+    assert [text.get_text() for text in axes.get_legend().get_texts()][0] == "deepwalk + KMeans"

@@ -156,6 +156,8 @@ def test_budget_settings_are_checked(compose_config, tracking_uri, tmp_path):
         (["dataset.num_nodes=0"], "dataset.num_nodes"),
         (["dataset.num_nodes=10", "dataset.average_degree=12"], "dataset.average_degree"),
         (["dataset.average_degree=-1"], "dataset.average_degree"),
+        (["dataset.average_degree=0"], "dataset.average_degree=0 gives"),  # a FAILED run: "the graph has no edges"
+        (["dataset.num_nodes=100", "dataset.average_degree=0.001"], "dataset.average_degree=0.001 gives"),
         (["encoder.distance=-1"], "encoder.distance"),
     ],
 )

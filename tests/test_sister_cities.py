@@ -239,6 +239,8 @@ def test_pipeline_trains_once_per_alpha_and_seed(
         assert metrics["capitals"] == 8 and 1 <= metrics["cluster_size"] <= 120
         assert 0 < metrics["f1_cluster"] <= 1 and 0 <= metrics["f1_top_degree"] <= 1
         assert -1 <= metrics["spearman_degree"] <= 1 and "spearman_closeness_p" in metrics
+    with pytest.raises(ConfigError, match=r"^task.k=1000: the embeddings hold \d+ distinct points"):  # was task.k_min
+        pipelines.run(compose_config(*base, "task.k=1000"))
 
 
 def test_a_dataset_without_capitals_is_refused(compose_config, tracking_uri, tmp_path):

@@ -267,8 +267,8 @@ def _read_node_link(path: Path) -> tuple[list[str], np.ndarray, np.ndarray, int]
     try:
         raw_ids = [node["id"] for node in nodes]
         flagged = [("val" in node and "test" in node) for node in nodes]
-        val = np.array([bool(node.get("val")) for node in nodes], dtype=bool)
-        test = np.array([bool(node.get("test")) for node in nodes], dtype=bool)
+        val = np.array([_split_flag(path, node, "val") for node in nodes], dtype=bool)
+        test = np.array([_split_flag(path, node, "test") for node in nodes], dtype=bool)
         link_ends = [(link["source"], link["target"]) for link in links]
     except (KeyError, TypeError) as error:
         raise DataError(f"{path}: a node without 'id' or a link without 'source'/'target' ({error!r})") from None
@@ -294,6 +294,15 @@ def _read_node_link(path: Path) -> tuple[list[str], np.ndarray, np.ndarray, int]
         ends = new_index[ends[keep[ends].all(axis=1)]]
         ids, codes = [i for i, k in zip(ids, keep, strict=True) if k], codes[keep]
     return ids, codes, ends, dropped
+
+
+def _split_flag(path: Path, node: dict, flag: str) -> bool:
+    """A node's `val` or `test` flag (absent: false); anything but a JSON boolean (or 0/1) is refused: the string
+    "false" is true to Python, which made every such node a validation node."""
+    value = node.get(flag, False)
+    if value in (True, False) and not isinstance(value, float | str):
+        return bool(value)
+    raise DataError(f"{path}: node {node.get('id')!r}: '{flag}' must be true or false, got {value!r}")
 
 
 def _read_split_edgelists(files: _Files) -> tuple[list[str], np.ndarray, np.ndarray, int]:
@@ -375,7 +384,12 @@ def _read_features(path: Path, rows: np.ndarray, n_mapped: int, id_map_path: Pat
             f"{path}: {matrix.shape[0]} rows, but {id_map_path.name} maps {n_mapped} nodes to rows"
             f" 0..{rows.max(initial=-1)} (one row per node expected)"
         )
-    return np.ascontiguousarray(matrix[rows], dtype=np.float32)
+    with np.errstate(over="ignore"):  # an overflow is refused below, in one line
+        rows_float32 = np.ascontiguousarray(matrix[rows], dtype=np.float32)
+    if not np.isfinite(rows_float32).all():  # finite in float64, beyond float32's range: blamed on W after training
+        bad = int(rows[np.flatnonzero(~np.isfinite(rows_float32).all(axis=1))[0]])
+        raise DataError(f"{path}: row {bad} holds values beyond float32's range (±3.4e38)")
+    return rows_float32
 
 
 def _read_labels(path: Path, ids: list[str]) -> np.ndarray:

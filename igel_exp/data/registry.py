@@ -246,6 +246,10 @@ def erdos_renyi_size(config: Mapping[str, Any]) -> tuple[int, int]:
             " n(n-1)/2 node pairs must stay below 2^53)"
         )
     edges = round(n * degree / 2)
+    if edges == 0:  # the walks would hold no pair: a FAILED run that named no key
+        raise ConfigError(
+            f"dataset.average_degree={degree} gives dataset.num_nodes={n} nodes no edge (m = round(n · degree / 2) = 0)"
+        )
     if edges > n * (n - 1) // 2:
         raise ConfigError(
             f"dataset.average_degree={degree} needs {edges} edges, more than the {n * (n - 1) // 2} pairs"

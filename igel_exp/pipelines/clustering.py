@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 from igel_exp import plots
 from igel_exp.data import igraph_seed
 from igel_exp.pipelines import pipeline
-from igel_exp.pipelines.common import Stages, build_encoder, load, train_unsupervised
+from igel_exp.pipelines.common import Stages, build_encoder, load, method, train_unsupervised
 from igel_exp.tasks.clustering import centrality_correlations, kmeans_by_modularity, louvain, neighbour_similarity
 from igel_exp.tracking import tracked_run
 
@@ -61,16 +61,16 @@ def clustering(config: DictConfig) -> dict[str, float]:
             ),
             "nodes.csv",
         )
-        alpha = f"α={config.encoder.distance}" if encoder is not None else config.encoder.name
+        made_by = method(config.encoder)
         logger.figure(
             plots.graph_clusters(
-                graph, selection.best_labels, config.seed, f"{dataset.name}: IGEL {alpha}, KMeans k={selection.best_k}"
+                graph, selection.best_labels, config.seed, f"{dataset.name}: {made_by}, KMeans k={selection.best_k}"
             ),
             "clusters.png",
         )
         logger.figure(plots.graph_clusters(graph, communities, config.seed, f"{dataset.name}: Louvain"), "louvain.png")
         logger.figure(
-            plots.modularity_by_k(selection.ks, selection.modularity, louvain_modularity, f"{dataset.name}, {alpha}"),
+            plots.modularity_by_k(selection.ks, selection.modularity, louvain_modularity, dataset.name, made_by),
             "modularity.png",
         )
     log.info(

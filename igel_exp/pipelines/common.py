@@ -130,6 +130,11 @@ def build_encoder(config: DictConfig, progress: bool) -> IGELEncoder | None:
     )
 
 
+def method(encoder: DictConfig) -> str:
+    """What made a run's embeddings, for its run name and figures: `IGEL α=2`, `deepwalk`, `node2vec`."""
+    return f"IGEL α={encoder.distance}" if encoder.name == "igel" else str(encoder.name)
+
+
 def load(config: DictConfig) -> Dataset:
     return load_dataset(config.dataset, data_context(config))
 

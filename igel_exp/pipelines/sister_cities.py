@@ -13,7 +13,7 @@ from igel_exp.data import Dataset
 from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import ConfigError
 from igel_exp.pipelines import check_before, pipeline, reuse
-from igel_exp.pipelines.common import Stages, build_encoder, load, train_unsupervised
+from igel_exp.pipelines.common import Stages, build_encoder, load, method, train_unsupervised
 from igel_exp.tasks.capitals import capital_cluster, capital_scores, rankings
 from igel_exp.tasks.clustering import centrality_correlations, kmeans_by_modularity, neighbour_similarity
 from igel_exp.tracking import RunLogger, tracked_run
@@ -51,7 +51,7 @@ def sister_cities(config: DictConfig) -> dict[str, float]:
         embeddings = _embeddings(dataset, config, encoder, logger, stages)
         graph = dataset.graph
         with stages("evaluate"):
-            selection = kmeans_by_modularity(graph, embeddings, [k], config.seed, config.task.kmeans_n_init)
+            selection = kmeans_by_modularity(graph, embeddings, [k], config.seed, config.task.kmeans_n_init, "task.k")
             labels = selection.labels[k]
             listed = graph["directed_pairs"] if "directed_pairs" in graph.attributes() else None
             scores = rankings(graph, listed, config.task.ranking_graph)
@@ -77,7 +77,7 @@ def sister_cities(config: DictConfig) -> dict[str, float]:
         positive = capital_cluster(labels, nodes["capital"].to_numpy())
         degree = np.asarray(graph.degree(), dtype=float)
         lng, lat = nodes["lng"].to_numpy(), nodes["lat"].to_numpy()
-        title = f"{dataset.name}: IGEL {alpha}, KMeans k={k}, seed {config.seed}"
+        title = f"{dataset.name}: {method(config.encoder)}, KMeans k={k}, seed {config.seed}"
         logger.figure(
             plots.geo_clusters(lng, lat, labels, degree, nodes["capital"].to_numpy(), positive, f"capitals, {title}"),
             "capitals.png",

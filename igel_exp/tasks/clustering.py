@@ -38,15 +38,16 @@ class KMeansSelection:
 
 
 def kmeans_by_modularity(
-    graph: ig.Graph, embeddings: np.ndarray, requested: list[int], seed: int, n_init: int = 10
+    graph: ig.Graph, embeddings: np.ndarray, requested: list[int], seed: int, n_init: int = 10, key: str = "task.k_min"
 ) -> KMeansSelection:
     """KMeans for every k `requested` up to the number of distinct embeddings (KMeans cannot make more clusters than
-    points: it warns and leaves some empty); the best k is the one whose clusters have the highest modularity."""
+    points: it warns and leaves some empty); the best k is the one whose clusters have the highest modularity. `key`:
+    the config key that sets the smallest k, which the error names."""
     distinct = len(np.unique(embeddings, axis=0))
     ks = [k for k in requested if 1 <= k <= distinct]
     if not ks:
         raise ConfigError(
-            f"task.k_min={min(requested)}: the embeddings hold {distinct} distinct points (nodes encoded alike embed"
+            f"{key}={min(requested)}: the embeddings hold {distinct} distinct points (nodes encoded alike embed"
             " alike), too few for that many clusters"
         )
     if len(ks) < len(requested):
