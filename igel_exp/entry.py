@@ -74,3 +74,17 @@ def igel_report() -> None:
 
 def igel_scalability_plot() -> None:
     _run("igel-scalability-plot", "igel_exp.scalability_plot", "main")
+
+
+def isolated_job() -> None:
+    """The process of an isolated job (igel_exp.pipelines.isolation; its folder is the first argument): Ctrl-C is held
+    while it imports, as a command's, and ends it with the interrupted status, the parent's to report in one line (it
+    printed a KeyboardInterrupt traceback from inside an import)."""
+    signal.signal(signal.SIGINT, _hold)
+    isolation = importlib.import_module("igel_exp.pipelines.isolation")
+    importlib.import_module("igel_exp.pipelines")  # torch, and the schema's structured configs
+    try:
+        deliver_held_interrupt()
+    except KeyboardInterrupt:
+        sys.exit(isolation.INTERRUPTED)
+    sys.exit(isolation.child_main(sys.argv[1]))

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from hydra import compose, initialize_config_dir
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -31,7 +32,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from igel_exp.errors import ConfigError
+from igel_exp.errors import ConfigError, first_line, yaml_problem
 from igel_exp.identity import config_hash
 from igel_exp.protocol import DEFAULT as DEFAULT_PROTOCOL
 from igel_exp.protocol import check_protocol
@@ -154,7 +155,19 @@ def table_files(folder: Path, selectors: Sequence[str] = ("all",)) -> list[Path]
     """The experiments/ files named by `selectors` (a file's stem, a paper table label, or `all`), in order."""
     if not folder.is_dir():
         raise ConfigError(f"{folder}: no such experiments folder")
-    files = sorted(path for path in folder.glob("*.yaml") if "reproduce" in (OmegaConf.load(path) or {}))
+    documents, unreadable = {}, {}
+    for path in sorted(folder.glob("*.yaml")):
+        try:
+            documents[path] = OmegaConf.load(path) or {}
+        except yaml.YAMLError as error:
+            unreadable[path.stem] = yaml_problem(error)
+        except (OSError, ValueError) as error:  # not UTF-8, a dangling link, a folder
+            unreadable[path.stem] = f"{path}: cannot read it ({first_line(error)})"
+    files = [path for path, document in documents.items() if "reproduce" in document]
+    for stem, message in unreadable.items():  # the other tables still print
+        if stem in selectors:
+            raise ConfigError(message)
+        log.warning("%s; skipped", message)
     if not files:
         raise ConfigError(f"{folder}: no experiments file with a reproduce: block")
     chosen: list[Path] = []
@@ -163,9 +176,7 @@ def table_files(folder: Path, selectors: Sequence[str] = ("all",)) -> list[Path]
             matches = files
         else:
             matches = [path for path in files if path.stem == selector] or [
-                path
-                for path in files
-                if str(OmegaConf.load(path).reproduce.get("table", "")).lower() == selector.lower()
+                path for path in files if str(documents[path].reproduce.get("table", "")).lower() == selector.lower()
             ]
         if not matches:
             valid = ", ".join(path.stem for path in files)

@@ -74,7 +74,14 @@ def tracking_uri(configured: str | None, key: str = "tracking.uri") -> str:
         return str(configured)
     if os.environ.get("MLFLOW_TRACKING_URI"):
         return os.environ["MLFLOW_TRACKING_URI"]
-    return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+    database = Path.cwd() / "mlflow.db"
+    odd = sorted(set("?#%") & set(str(database)))
+    if odd:  # SQLAlchemy reads them as a URI's query, fragment or escapes: a database made elsewhere, or none
+        raise StoreError(
+            f"the working directory {database.parent} holds {' and '.join(odd)}, which the default store's URI cannot"
+            f" carry: set {key} (or $MLFLOW_TRACKING_URI), or run elsewhere"
+        )
+    return f"sqlite:///{database}"
 
 
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM)

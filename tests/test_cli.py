@@ -132,6 +132,17 @@ def test_a_users_dataset_file_without_its_schema_line_takes_overrides(tmp_path):
     assert runs(tmp_path)["params.dataset.path"].tolist() == [str(path)]
 
 
+@pytest.mark.parametrize("folder", ["run?2", "a#b", "pc%20x"])
+def test_a_working_directory_the_default_stores_uri_cannot_carry_is_one_line(tmp_path, monkeypatch, folder):
+    (tmp_path / folder).mkdir()
+    monkeypatch.chdir(tmp_path / folder)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    line = exit_line(*HERE, "trainer.epochs=1")
+    assert line.startswith(f"igel-run: error: the working directory {tmp_path / folder} holds"), line
+    assert sorted(path.name for path in tmp_path.iterdir()) == [folder]  # `?`: a store made as tmp_path/run, then
+    assert not any((tmp_path / folder).iterdir())  # "Permission denied"; `#`: a stray folder; `%`: cannot open
+
+
 def test_a_bad_job_stops_a_sweep_before_its_store_and_its_first_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -354,6 +365,23 @@ def test_a_ctrl_c_while_the_command_starts_is_one_line_and_no_run(tmp_path, prog
     result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert (result.returncode, result.stderr) == (130, f"{program.replace('_', '-')}: interrupted\n")
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_ctrl_c_while_an_isolated_jobs_process_starts_is_its_interrupted_status_and_no_traceback(tmp_path):
+    """The parent (igel-reproduce --isolate, a scalability run in its own process) says `interrupted` in one line; the
+    child printed a KeyboardInterrupt traceback from inside its imports."""
+    script = (
+        "import os, signal, sys; from unittest import mock; from igel_exp import entry\n"
+        "real = entry.importlib.import_module\n"
+        "def slow(name, *args, **kwargs):\n"
+        "    if name == 'igel_exp.pipelines': os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return real(name, *args, **kwargs)\n"
+        "with mock.patch.object(entry.importlib, 'import_module', slow):\n"
+        "    entry.isolated_job()\n"
+    )
+    command = [sys.executable, "-c", script, str(tmp_path)]  # its folder: never read
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert (result.returncode, result.stderr) == (130, "")
 
 
 def test_an_interrupt_before_any_run_is_one_line(capsys):

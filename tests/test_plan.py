@@ -136,3 +136,16 @@ def test_unknown_profile_and_broken_sweep_are_config_errors(experiments_dir):
     with pytest.raises(ConfigError, match="tiny.yaml"):
         load_plan(path, "quick", ["encoder.nonsense=3"])
     assert TINY_QUICK[0] in load_plan(path, "quick").jobs[0].overrides
+
+
+def test_an_unreadable_file_in_the_folder_hides_no_other_table(experiments_dir, caplog):
+    good = experiments_dir("tiny", {"encoder.distance": "1"}, TABLE)
+    folder = good.parent
+    (folder / "latin1.yaml").write_bytes(b"reproduce:\n  table: caf\xe9\n")
+    (folder / "gone.yaml").symlink_to(folder / "nowhere.yaml")
+    (folder / "broken.yaml").write_text("a: [1, 2\nb: 3\n")
+    assert table_files(folder, ["all"]) == table_files(folder, ["Tiny"]) == [good]  # was a traceback or a store error
+    assert "latin1.yaml: cannot read it ('utf-8' codec can't decode" in caplog.text
+    assert "gone.yaml: cannot read it ([Errno 2]" in caplog.text and "broken.yaml:2: not valid YAML" in caplog.text
+    with pytest.raises(ConfigError, match=r"latin1.yaml: cannot read it"):
+        table_files(folder, ["latin1"])

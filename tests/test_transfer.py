@@ -74,6 +74,10 @@ def test_a_source_that_cannot_transfer_is_refused(compose_config, store_uri):
         pipelines.run(compose_config(*base, "task.source_overrides=['encoder=deepwalk']"))
     with pytest.raises(ConfigError, match=r"^task.source=nope task.source_overrides=\[\]: .*dataset/nope"):
         pipelines.run(compose_config(*base, "task.source=nope"))
+    with pytest.raises(
+        ConfigError, match=r"^task.source=edgelist: A's run: dataset.path has no value.*source_overrides"
+    ):
+        pipelines.run(compose_config(*base, "task.source=edgelist"))  # it named B's dataset.path, which B refuses
     for nested in ["[['trainer.epochs=1']]", "[epochs]"]:  # a list in the list, a bare word: not overrides
         with pytest.raises(ConfigError, match=r"^task.source_overrides: .* is not an override: each item is one key="):
             pipelines.run(compose_config(*base, f"task.source_overrides={nested}"))

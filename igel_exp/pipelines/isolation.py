@@ -39,7 +39,7 @@ RUN_ID_FILE_ENV = "IGEL_RUN_ID_FILE"  # where the child notes its MLflow run id,
 PARENT_ENV = "IGEL_ISOLATED_PARENT"  # the parent's pid, which the child watches
 STOP_WAIT_S = 30  # at most, for an interrupted child to end its run FAILED
 INTERRUPTED = 130  # the child's exit status when Ctrl-C or SIGTERM stopped it (the shell's code for Ctrl-C)
-_CHILD_COMMAND = "import sys; from igel_exp.pipelines.isolation import child_main; sys.exit(child_main(sys.argv[1]))"
+_CHILD_COMMAND = "from igel_exp.entry import isolated_job; isolated_job()"
 
 
 def in_child() -> bool:

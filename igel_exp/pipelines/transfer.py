@@ -129,6 +129,12 @@ def link_prediction_config_of(config: DictConfig) -> DictConfig:
         value = OmegaConf.select(config, key, default=_ABSENT)
         if value is not _ABSENT and OmegaConf.select(source, key, default=_ABSENT) is not _ABSENT:
             OmegaConf.update(source, key, copy.deepcopy(value), merge=False)
+    try:  # A's own run would say it, as if of B's keys: `dataset.path has no value` for task.source=edgelist
+        pipelines.check(source)
+    except ConfigError as error:
+        raise ConfigError(
+            f"task.source={task.source}: A's run: {error} (A's settings go in task.source_overrides=['KEY=VALUE'])"
+        ) from None
     return source
 
 
