@@ -30,8 +30,12 @@ class StoreError(IgelError):
 
 
 class JobTaken(IgelError):
-    """A job of igel-reproduce that another command is running, or has finished, since this one listed it: left to it.
-    The message names that run."""
+    """A job of igel-reproduce that another command is running (`running`), or has finished, since this one listed it:
+    left to it. The message names that run."""
+
+    def __init__(self, message: str, running: bool = True):
+        super().__init__(message)
+        self.running = running
 
 
 def yaml_problem(error: BaseException) -> str:

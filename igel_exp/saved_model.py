@@ -222,6 +222,10 @@ def _download(run_id: str, uri: str, scratch: Path, followed: bool = False) -> P
         why = "only runs that train encoder=igel log one"
         if encoder == "igel" and run.info.status != "FINISHED":  # it ended, or is, before its model was logged
             why = f"the run is {run.info.status}, and logs its model once trained"
+        elif encoder == "igel":  # it logged one: a store copied or moved elsewhere keeps absolute artifact places
+            why = (
+                f"its artifacts are not at {run.info.artifact_uri}, where the store says they are (moved, or removed?)"
+            )
         raise ModelError(f"run {run_id} (experiment {experiment}, encoder={encoder}) has no IGEL model: {why}")
     try:
         return Path(client.download_artifacts(run_id, ARTIFACT, str(scratch)))

@@ -56,6 +56,7 @@ QUIET_RESOURCE_TRACKERS = ",".join(
     f"ignore:resource_tracker:UserWarning:{module}"
     for module in ("multiprocessing.resource_tracker", "joblib.externals.loky.backend.resource_tracker")
 )
+SHARED_RUN_ENV = "IGEL_SHARED_RUN"  # "1": a run that another command's RUNNING run of its identity makes (claimed)
 REPRODUCE_TAG = "igel.reproduce"  # on the parent run of each igel-reproduce invocation: "<table> (<profile>)"
 SWEEP_TAG = "igel.sweep"  # the parent run's id, on the parent and on every job of the sweep
 PROTOCOL_TAG = "igel.protocol"  # faithful (the paper's computation) or the authors' code path: conf/protocol
@@ -230,17 +231,19 @@ def no_store(uri: str) -> str:
 def claimed(uri: str, identity: str) -> Iterator[None]:
     """The block starts the run of an igel-reproduce job (`identity`: its igel.config_hash) unless another command has
     one RUNNING, its process alive or on another host (igel.process), or FINISHED since this one listed its jobs: then
-    JobTaken. Two igel-reproduce of one table at once so share its jobs instead of running each twice. For a sqlite
-    store, the check and the run's start hold the store's lock, so that two commands cannot both pass the check."""
+    JobTaken. Two igel-reproduce of one table at once so share its jobs instead of running each twice, and a transfer
+    job's link-prediction runs (`SHARED_RUN_ENV`) are waited for. For a sqlite store, the check and the run's start
+    hold the store's lock, so that two commands cannot both pass the check."""
     database = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
     with _store_lock(database) if database is not None else contextlib.nullcontext():
         client = mlflow.MlflowClient()
         experiments = [experiment.experiment_id for experiment in client.search_experiments()]
         for run in client.search_runs(experiments, filter_string=f"tags.`{HASH_TAG}` = '{identity}'"):
             status, process = run.info.status, run.data.tags.get(PROCESS_TAG, "")
-            if status == "FINISHED" or (status == "RUNNING" and process and not process_gone(process)):
-                where = f" (process {process})" if status == "RUNNING" and process else ""
-                raise JobTaken(f"another command's run {run.info.run_id} has it {status}{where}")
+            running = status == "RUNNING" and bool(process) and not process_gone(process)
+            if running or status == "FINISHED":
+                where = f" (process {process})" if running else ""
+                raise JobTaken(f"another command's run {run.info.run_id} has it {status}{where}", running)
         yield
 
 
@@ -498,8 +501,10 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
     if parent:
         source = "tracking.parent_run_id" if tracking.get("parent_run_id") else f"${PARENT_RUN_ENV}"
         reproducing = REPRODUCE_TAG in _parent_tags(parent, uri, source)
+    shared = os.environ.get(SHARED_RUN_ENV) == "1"
+    claim = claimed(uri, tags[HASH_TAG]) if reproducing or shared else contextlib.nullcontext()
     try:
-        with store_call(), claimed(uri, tags[HASH_TAG]) if reproducing else contextlib.nullcontext():
+        with store_call(), claim:
             run = mlflow.start_run(run_name=run_name, parent_run_id=parent, nested=parent is not None, tags=tags)
             log.info("MLflow run %s in experiment %r at %s", run.info.run_id, experiment, mlflow.get_tracking_uri())
             mlflow.log_params(flatten({k: v for k, v in resolved.items() if k not in NOT_PARAMS}))

@@ -4,6 +4,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import mlflow
 import pytest
@@ -146,6 +147,26 @@ def test_two_reproductions_of_a_table_at_once_share_its_jobs(experiments_dir, st
     runs = jobs_in_store(store_uri)
     assert len(runs) == 4 and set(runs.status) == {"FINISHED"}  # each job once; without the claim each ran twice
     assert runs[f"tags.{HASH_TAG}"].nunique() == 4
+
+
+def test_two_reproductions_of_a_transfer_table_at_once_train_each_link_prediction_run_once(experiments_dir, tmp_path):
+    transfer = {"table": "T", "caption": "t", "rows": ["dataset.name"], "columns": {"A on B": "auc"}}
+    params = {"task.source": "miserables", "dataset": "miserables,miserables_cloned", "seed": "0"}
+    experiments_dir("tr", params, transfer, experiment="transfer_link_prediction")
+    code = "import sys; from igel_exp.reproduce import reproduce_main; sys.exit(reproduce_main(sys.argv[1:]))"
+    command = [sys.executable, "-c", code, "tr", "--profile", "quick", "--experiments", str(experiments_dir.folder)]
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    both = []
+    for _ in "ab":  # the second while the first trains A's link-prediction run, which both transfer jobs need
+        both.append(subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        time.sleep(1)
+    for process in both:
+        _, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err.decode()
+    runs = jobs_in_store(env["MLFLOW_TRACKING_URI"])
+    assert set(runs.status) == {"FINISHED"}
+    assert runs[f"tags.{HASH_TAG}"].is_unique, runs["tags.mlflow.runName"].tolist()  # each trained once (was twice)
+    assert len(runs) == 5  # A's link prediction, B's for each B, and the two transfers
 
 
 def test_missing_data_is_reported_and_the_other_jobs_on_it_are_not_attempted(

@@ -2,6 +2,7 @@
 
 import json
 import re
+import shutil
 
 import igraph as ig
 import mlflow
@@ -141,6 +142,18 @@ def test_an_igel_run_that_failed_before_its_model_says_so(store_uri):
     assert str(error.value) == (
         f"run {run_id} (experiment clustering, encoder=igel) has no IGEL model: the run is FAILED, and logs its model"
         " once trained"
+    )
+
+
+def test_a_finished_igel_run_whose_artifacts_moved_says_so(compose_config, store_uri, tmp_path):
+    run_id = last_run(compose_config(*QUICK))
+    artifacts = mlflow.get_run(run_id).info.artifact_uri
+    shutil.move(tmp_path / "mlruns", tmp_path / "moved")  # a store copied elsewhere, its artifact folder left behind
+    with pytest.raises(ModelError) as error:
+        IGELModel.load(run_id)
+    assert str(error.value) == (  # it said: only runs that train encoder=igel log one
+        f"run {run_id} (experiment clustering, encoder=igel) has no IGEL model: its artifacts are not at {artifacts},"
+        " where the store says they are (moved, or removed?)"
     )
 
 

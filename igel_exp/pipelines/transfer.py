@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
+import time
 from collections.abc import Sequence
 
 import mlflow
@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from igel_exp import pipelines
-from igel_exp.errors import ConfigError, DataError
+from igel_exp.errors import ConfigError, DataError, JobTaken
 from igel_exp.identity import HASH_TAG, NOT_IDENTITY, config_hash
 from igel_exp.pipelines.common import Stages, load
 from igel_exp.pipelines.embed import SOURCE_RUN_TAG, inductive_metrics
@@ -36,11 +36,20 @@ from igel_exp.pipelines.link_prediction import configured_split
 from igel_exp.saved_model import ARTIFACT, IGELModel
 from igel_exp.schema import describe
 from igel_exp.tasks.link_prediction import link_prediction_scores
-from igel_exp.tracking import PARENT_RUN_ENV, store_call, tracked_run, tracking_uri, use_store
+from igel_exp.tracking import (
+    PARENT_RUN_ENV,
+    SHARED_RUN_ENV,
+    set_environ,
+    store_call,
+    tracked_run,
+    tracking_uri,
+    use_store,
+)
 
 log = logging.getLogger(__name__)
 
 SOURCE_EXPERIMENT = "link_prediction"  # the conf/experiment/ file whose runs give the models
+SHARED_RUN_WAIT_S = 5.0  # how often a transfer job looks again at a link-prediction run that another one is making
 OWN_RUN_TAG = "igel.own_run"  # B's link-prediction run, whose AUC is own_auc
 TRANSFER_KEYS = {"source": None, "source_overrides": []}  # the task keys of transfer, as link prediction has them
 
@@ -172,23 +181,31 @@ def compose_packaged(overrides: Sequence[str]) -> DictConfig:
 
 
 def finished_or_run(config: DictConfig, needs_model: bool) -> Run:
-    """The latest FINISHED run of `config` (by identity) with a model when `needs_model`; run now if there is none.
+    """The latest FINISHED run of `config` (by identity) with a model when `needs_model`; run now if there is none,
+    once another command's run of it, RUNNING, has ended (tracking.claimed: two transfer jobs on one graph, in two
+    igel-reproduce or two workers, train its link-prediction run once).
 
     A run made here is a top-level run of its own experiment, as `igel-run` would have made it, never nested under
     the sweep that runs this transfer (its parent is a run of another experiment).
     """
     identity = config_hash(config)
-    found = finished_run(str(config.name), identity, needs_model)
-    if found is not None:
+    shared = "1"  # until a FINISHED run this one cannot reuse (one without a model) is found: then it runs anyway
+    while (found := finished_run(str(config.name), identity, needs_model)) is None:
+        log.info("no finished run of %s (%s): running it", config.name, _describe(config))
+        outer = set_environ(PARENT_RUN_ENV, None), set_environ(SHARED_RUN_ENV, shared)
+        try:
+            pipelines.run(config)
+            break
+        except JobTaken as taken:  # another transfer job (another igel-reproduce, a worker) is making it: wait
+            log.info("%s: %s", taken, "waiting for it to end" if taken.running else "looking again")
+            time.sleep(SHARED_RUN_WAIT_S if taken.running else 0)
+            shared = "1" if taken.running else None
+        finally:
+            set_environ(PARENT_RUN_ENV, outer[0])
+            set_environ(SHARED_RUN_ENV, outer[1])
+    else:
         log.info("reusing run %s of %s (%s)", found.info.run_id, config.name, _describe(config))
         return found
-    log.info("no finished run of %s (%s): running it", config.name, _describe(config))
-    parent = os.environ.pop(PARENT_RUN_ENV, None)
-    try:
-        pipelines.run(config)
-    finally:
-        if parent is not None:
-            os.environ[PARENT_RUN_ENV] = parent
     found = finished_run(str(config.name), identity, needs_model)
     if found is None:  # the run ended without error, so only a store that lost it gets here
         raise DataError(f"the run of {config.name} ({_describe(config)}) just made is not in the MLflow store")
