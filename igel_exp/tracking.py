@@ -243,7 +243,8 @@ def claimed(uri: str, identity: str) -> Iterator[None]:
             running = status == "RUNNING" and bool(process) and not process_gone(process)
             if running or status == "FINISHED":
                 where = f" (process {process})" if running else ""
-                raise JobTaken(f"another command's run {run.info.run_id} has it {status}{where}", running)
+                here = process.split(" ", 1)[0] == socket.gethostname()
+                raise JobTaken(f"another command's run {run.info.run_id} has it {status}{where}", running, here)
         yield
 
 

@@ -131,7 +131,7 @@ def build_encoder(config: DictConfig, progress: bool) -> IGELEncoder | None:
 
 
 def method(encoder: DictConfig) -> str:
-    """What made a run's embeddings, for its run name and figures: `IGEL α=2`, `deepwalk`, `node2vec`."""
+    """What made a run's embeddings, for its figures: `IGEL α=2`, `deepwalk`, `node2vec`."""
     return f"IGEL α={encoder.distance}" if encoder.name == "igel" else str(encoder.name)
 
 

@@ -189,7 +189,7 @@ def finished_or_run(config: DictConfig, needs_model: bool) -> Run:
     the sweep that runs this transfer (its parent is a run of another experiment).
     """
     identity = config_hash(config)
-    shared = "1"  # until a FINISHED run this one cannot reuse (one without a model) is found: then it runs anyway
+    shared = "1"  # until a run this one cannot wait for or reuse is found: then it runs anyway
     while (found := finished_run(str(config.name), identity, needs_model)) is None:
         log.info("no finished run of %s (%s): running it", config.name, _describe(config))
         outer = set_environ(PARENT_RUN_ENV, None), set_environ(SHARED_RUN_ENV, shared)
@@ -197,9 +197,12 @@ def finished_or_run(config: DictConfig, needs_model: bool) -> Run:
             pipelines.run(config)
             break
         except JobTaken as taken:  # another transfer job (another igel-reproduce, a worker) is making it: wait
-            log.info("%s: %s", taken, "waiting for it to end" if taken.running else "looking again")
-            time.sleep(SHARED_RUN_WAIT_S if taken.running else 0)
-            shared = "1" if taken.running else None
+            # for it where its end is seen: one on another machine, killed, would stay RUNNING until that machine's
+            # next command; a FINISHED one without a model is no use
+            wait = taken.running and taken.here
+            log.info("%s: %s", taken, "waiting for it to end" if wait else "running it here")
+            time.sleep(SHARED_RUN_WAIT_S if wait else 0)
+            shared = "1" if wait else None
         finally:
             set_environ(PARENT_RUN_ENV, outer[0])
             set_environ(SHARED_RUN_ENV, outer[1])
