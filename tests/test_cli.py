@@ -91,6 +91,9 @@ INVALID = [
     (["tracking.uri="], "tracking.uri=: expected one of the non-blank URIs"),  # was ./mlflow.db, unsaid
     (["name=é"], "name=é: Hydra's override grammar cannot read it; quote a value that holds spaces or characters"),
     (["trainer.batching=buckets", "trainer.noise=degree"], "trainer.batching=buckets draws its negatives uniformly"),
+    # settings a run logged as its own and never read
+    (["experiment=link_prediction", "task.source=astroph"], "task.source=astroph is read by experiment=transfer_link"),
+    (["experiment=ppi_features", "trainer.pretrain.epochs=5"], "trainer.pretrain.epochs=5 pre-trains IGEL's W, which"),
     (["encoder=deepwalk", "trainer.precision=bfloat16"], "trainer.precision=bfloat16 applies to IGEL's products"),
     (["~protocol"], "~protocol: protocol cannot be left out; choose one of its options (protocol=OPTION, listed by"),
     (["~trainer"], "~trainer: trainer cannot be left out; choose one of"),  # was "trainer.device: Missing key device"

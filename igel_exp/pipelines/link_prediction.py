@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 from igel_exp.data import Dataset
 from igel_exp.data.sources import user_cache_dir
 from igel_exp.errors import ConfigError, DataError
-from igel_exp.pipelines import pipeline
+from igel_exp.pipelines import check_before, pipeline
 from igel_exp.pipelines.common import Stages, build_encoder, load, train_unsupervised
 from igel_exp.tasks.link_prediction import (
     EdgeSplit,
@@ -91,6 +91,18 @@ def configured_split(dataset: Dataset, config: DictConfig) -> tuple[EdgeSplit, s
     split, key, hit = cached_split(dataset, task.removed_fraction, config.seed, cache)
     check_scorable(split, config.seed, task.validation_fraction)  # before training, not after it
     return split, key, hit
+
+
+@check_before("link_prediction")
+def _no_source(config: DictConfig) -> None:
+    """task.source and task.source_overrides are transfer's: a link-prediction run that has them ran without them, yet
+    logged them as its own (experiment=transfer_link_prediction was meant)."""
+    task = config.task
+    if task.get("source") is not None or task.get("source_overrides"):
+        raise ConfigError(
+            f"task.source={task.get('source')} is read by experiment=transfer_link_prediction only; experiment"
+            "=link_prediction learns and scores on dataset= alone"
+        )
 
 
 @pipeline("link_prediction")

@@ -141,6 +141,9 @@ def _inputs(config: DictConfig) -> None:
         raise ConfigError(
             f"encoder={config.encoder.name} embeds only the nodes it was trained on; task.use_igel needs encoder=igel"
         )
+    epochs = config.trainer.get("pretrain", {}).get("epochs", 0)
+    if epochs and not task.use_igel:  # it ran no pre-training, yet logged the setting as the run's
+        raise ConfigError(f"trainer.pretrain.epochs={epochs} pre-trains IGEL's W, which task.use_igel=false leaves out")
     if config.dataset.name not in NODE_DATASETS:
         raise ConfigError(
             f"dataset={config.dataset.name} has no train/valid/test node splits and labels;"
