@@ -69,9 +69,12 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, option_error(self.prog, message))
 
 
-def output_file(text: str) -> Path:
-    """An --output option's file (an argparse type): a blank name, which Path reads as the working directory, or an
-    existing folder is refused as the option's error."""
+def output_file(text: str) -> Path | None:
+    """An --output option's file (an argparse type); None for `-`, standard output, as for most commands (it wrote a
+    file named `-`). A blank name, which Path reads as the working directory, or an existing folder is refused as the
+    option's error."""
+    if text == "-":
+        return None
     if not text.strip():
         raise argparse.ArgumentTypeError("blank: give a file")
     if Path(text).is_dir():

@@ -57,7 +57,7 @@ class ScalabilityReport:
             (f"against the average degree at |V| = {nodes}", self.by_degree, self.degree_slopes, "all degrees"),
         ]:
             lines.append(f"\n{title}; log-log slope over {where}:")
-            lines += [f"  α = {alpha}: slope {value:.3f}" for alpha, value in fitted.items()]
+            lines += [f"  α = {alpha}: {_slope(value)}" for alpha, value in fitted.items()]
             for row in table.itertuples():
                 lines.append(f"  α = {row.series}  x = {row.x:>9g}  {row.mean:12.3f} ± {row.std:.3f}  (n = {row.n})")
         return "\n".join(lines)
@@ -65,6 +65,10 @@ class ScalabilityReport:
 
 def _range(fit: tuple[float, float]) -> str:
     return f"[{fit[0]:,.0f}, {fit[1]:,.0f}]"
+
+
+def _slope(value: float) -> str:
+    return f"slope {value:.3f}" if value == value else "no slope: fewer than two sizes in the range"  # NaN
 
 
 def scalability_report(
@@ -156,8 +160,9 @@ def main(argv: list[str] | None = None) -> None:
         "--output", type=output_file, default="scalability.png", help="figure file (default: scalability.png)"
     )
     args = parser.parse_args(argv)
-    output = args.output
-    output = output if output.suffix else output.with_suffix(".png")  # the file matplotlib writes
+    if args.output is None:
+        parser.error("--output -: a figure is written to a file, not to standard output")
+    output = args.output if args.output.suffix else args.output.with_suffix(".png")  # the file matplotlib writes
     formats = FigureCanvasBase.get_supported_filetypes()
     if output.suffix[1:].lower() not in formats:
         parser.error(f"--output {output}: not a figure format matplotlib writes ({', '.join(sorted(formats))})")

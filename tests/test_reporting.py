@@ -4,6 +4,7 @@ import csv
 import io
 import logging
 import math
+from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -377,6 +378,8 @@ def test_an_output_folder_or_a_store_that_is_not_one_is_one_line(correlations, t
             report_main([*folder, "--tracking-uri", uri, "--output", output])
         assert exited.value.code == 2
         assert capsys.readouterr().err.startswith(f"igel-report: error: argument --output/-o: {why}: give a file (")
+    assert report_main([*folder, "--tracking-uri", uri, "--output", "-"]) == 0  # stdout, as `-` means (was a file)
+    assert capsys.readouterr().out.startswith("### ") and not Path("-").exists()
     for given in (["--tracking-uri", ""], ["tracking.uri= "]):  # "$URI" unset: was ./mlflow.db, unsaid
         with pytest.raises(SystemExit):
             report_main([*folder, *given])

@@ -302,6 +302,8 @@ def test_plot_command_draws_both_panels_with_fitted_slopes(tracking_uri, tmp_pat
     assert report.by_size.n.unique().tolist() == [2] and report.by_degree.n.unique().tolist() == [2]  # seeds, once
     legend = [text.get_text() for text in report.figure.axes[0].get_legend().get_texts()]
     assert legend == ["α = 1 (slope 1.00)", "α = 2 (slope 1.25)"]
+    plot_main(["--output", str(output), "--fit-min", "3000", "--fit-max", "4000"])  # no size in it: `slope nan`
+    assert "α = 1: no slope: fewer than two sizes in the range" in capsys.readouterr().out
 
 
 def test_plot_command_option_errors_are_one_line(capsys):
@@ -333,6 +335,9 @@ def test_plot_command_refuses_a_figure_it_cannot_write_in_one_line(tracking_uri,
         with pytest.raises(SystemExit, match="^2$"):  # an option error, not figure.png beside it or a traceback
             plot_main(["--output", output])
         assert capsys.readouterr().err.startswith(f"igel-scalability-plot: error: argument --output: {why}: give a")
+    with pytest.raises(SystemExit, match="^2$"):
+        plot_main(["--output", "-"])  # standard output, for the tables' commands
+    assert "--output -: a figure is written to a file, not to standard output" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="^igel-scalability-plot: error: --tracking-uri is blank: give a store's"):
         plot_main(["--tracking-uri", " "])
     plot_main(["--output", str(tmp_path / "figure")])  # no suffix: a PNG, named as matplotlib names it
