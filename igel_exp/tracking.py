@@ -173,7 +173,7 @@ def use_store(uri: str) -> str:
     """
     check_store_uri(uri)
     mlflow.set_tracking_uri(uri)
-    database = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+    database = _sqlite_file(uri)
     if database is not None and database.is_dir():  # MLflow would retry its connection for two minutes
         raise IsADirectoryError(errno.EISDIR, "a folder, not a database file", str(database))
     if database is not None:
@@ -184,6 +184,11 @@ def use_store(uri: str) -> str:
             mlflow.MlflowClient(tracking_uri=uri).search_experiments(max_results=1)  # creates or migrates it
     close_stale_runs(uri)
     return uri
+
+
+def _sqlite_file(uri: str) -> Path | None:
+    """The database file of a `sqlite:///` store, None for any other URI."""
+    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
 
 
 @contextmanager
@@ -234,7 +239,7 @@ def claimed(uri: str, identity: str) -> Iterator[None]:
     JobTaken. Two igel-reproduce of one table at once so share its jobs instead of running each twice, and a transfer
     job's link-prediction runs (`SHARED_RUN_ENV`) are waited for. For a sqlite store, the check and the run's start
     hold the store's lock, so that two commands cannot both pass the check."""
-    database = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+    database = _sqlite_file(uri)
     with _store_lock(database) if database is not None else contextlib.nullcontext():
         client = mlflow.MlflowClient()
         experiments = [experiment.experiment_id for experiment in client.search_experiments()]
@@ -322,8 +327,8 @@ def open_experiment(uri: str, name: str) -> Experiment:
     StoreError that names it."""
     try:
         use_store(uri)
-        if uri.startswith("sqlite:///"):  # sqlite writes its journal beside the database
-            database = Path(uri.removeprefix("sqlite:///"))
+        database = _sqlite_file(uri)
+        if database is not None:  # sqlite writes its journal beside the database
             _probe_write(database.parent)
             if not os.access(database, os.W_OK):
                 raise PermissionError(13, "Permission denied", str(database))
@@ -688,15 +693,20 @@ def set_environ(name: str, value: str | None) -> str | None:
 
 
 @contextmanager
-def artifact_bars(shown: bool) -> Iterator[None]:
-    """MLflow's progress bars of artifact downloads (a model, reused embeddings) shown or not, for the block: MLflow
-    reads an environment variable."""
-    name = MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name
-    previous = set_environ(name, os.environ.get(name) if shown else "false")
+def environ_set(name: str, value: str | None) -> Iterator[None]:
+    """An environment variable set (None: unset) for the block, then set back, however the block ends."""
+    previous = set_environ(name, value)
     try:
         yield
     finally:
         set_environ(name, previous)
+
+
+def artifact_bars(shown: bool) -> contextlib.AbstractContextManager[None]:
+    """MLflow's progress bars of artifact downloads (a model, reused embeddings) shown or not, for the block: MLflow
+    reads an environment variable."""
+    name = MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name
+    return environ_set(name, os.environ.get(name) if shown else "false")
 
 
 @store_call()

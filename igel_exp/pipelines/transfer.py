@@ -39,7 +39,7 @@ from igel_exp.tasks.link_prediction import link_prediction_scores
 from igel_exp.tracking import (
     PARENT_RUN_ENV,
     SHARED_RUN_ENV,
-    set_environ,
+    environ_set,
     store_call,
     tracked_run,
     tracking_uri,
@@ -192,9 +192,9 @@ def finished_or_run(config: DictConfig, needs_model: bool) -> Run:
     shared = "1"  # until a run this one cannot wait for or reuse is found: then it runs anyway
     while (found := finished_run(str(config.name), identity, needs_model)) is None:
         log.info("no finished run of %s (%s): running it", config.name, _describe(config))
-        outer = set_environ(PARENT_RUN_ENV, None), set_environ(SHARED_RUN_ENV, shared)
         try:
-            pipelines.run(config)
+            with environ_set(PARENT_RUN_ENV, None), environ_set(SHARED_RUN_ENV, shared):
+                pipelines.run(config)
             break
         except JobTaken as taken:  # another transfer job (another igel-reproduce, a worker) is making it: wait
             # for it where its end is seen: one on another machine, killed, would stay RUNNING until that machine's
@@ -203,9 +203,6 @@ def finished_or_run(config: DictConfig, needs_model: bool) -> Run:
             log.info("%s: %s", taken, "waiting for it to end" if wait else "running it here")
             time.sleep(SHARED_RUN_WAIT_S if wait else 0)
             shared = "1" if wait else None
-        finally:
-            set_environ(PARENT_RUN_ENV, outer[0])
-            set_environ(SHARED_RUN_ENV, outer[1])
     else:
         log.info("reusing run %s of %s (%s)", found.info.run_id, config.name, _describe(config))
         return found
