@@ -142,13 +142,15 @@ def walks_per_batch(batch_size: int, walk_length: int, window: int, negatives: i
 
 
 COMPILE_FROM_STEPS = 50_000  # Adam steps from which trainer.compile=auto compiles the step
+STEPS_PER_CALL = 8  # consecutive steps of one batch shape a compiled call runs, Adam's updates included
 
 
 def compiles(setting: bool | str, steps: int, device: torch.device) -> bool:
     """Whether a run of `steps` Adam steps compiles its step (trainer.compile): true and false as set; `auto` where it
-    pays, on the CPU with a C++ compiler at hand and at least COMPILE_FROM_STEPS steps. Compiling costs 5-10 s (a few
-    from Inductor's cache) and saves ~0.4 ms a step of the scalability runs' batches: at 2^20 nodes (350,000 steps)
-    it trains 1.45× faster, at the paper's sizes (up to 2^14 nodes, 5,500 steps) it would cost more than it saves."""
+    pays, on the CPU with a C++ compiler at hand and at least COMPILE_FROM_STEPS steps. Compiling costs about a minute
+    the first time on a machine (~10 s from Inductor's cache) and saves over 1 ms a step of the scalability runs'
+    batches: at 2^20 nodes (350,000 steps) it trains about twice as fast, at the paper's sizes (up to 2^14 nodes, 5,500
+    steps) it would cost more than it saves."""
     if setting != "auto":
         return bool(setting)
     return device.type == "cpu" and steps >= COMPILE_FROM_STEPS and cpp_compiler() is not None
@@ -184,8 +186,9 @@ class SkipGramTrainer:
     A step reads nothing back to the host: its loss is summed on the device and read once per epoch (and at
     most once a second for the progress bar). On a GPU each batch shape's step is captured once in a CUDA graph
     (`cuda_graphs`) and replayed, so that its ~40 kernels cost one launch. On the CPU, `compiled` has torch.compile
-    turn the step of an IGEL model whose negatives stay rows of X (Erdős–Rényi graphs at scale: ~80 operations on
-    tiny tensors, each paying its dispatch) into fused C++ (CompiledStep); equal up to float rounding.
+    turn STEPS_PER_CALL steps of an IGEL model whose negatives stay rows of X (Erdős–Rényi graphs at scale: ~80
+    operations on tiny tensors a step, each paying its dispatch), Adam's updates included, into one call of fused C++
+    (CompiledStep, feature_walk_steps); equal up to float rounding.
     """
 
     def __init__(
@@ -284,6 +287,7 @@ class SkipGramTrainer:
                     if self.progress and time.monotonic() - shown > 1.0:  # a host read once a second, not per step
                         bar.set_postfix(loss=f"{step.mean_loss():.4f}", refresh=False)
                         shown = time.monotonic()
+                step.flush()
                 bar.close()
                 loss, pairs = step.mean_loss(), step.pairs()
                 if pairs == 0:
@@ -361,8 +365,8 @@ class _SkipGramStep:
         self.pair_sum = torch.zeros((), device=device, dtype=exact)
         self.graphs: dict[tuple, _CapturedStep | int | None] = {}  # per shape: warm-ups done, captured, or eager
         self.capture_failure: str | None = None  # why a batch shape's step runs eagerly on a GPU, the first one's
-        self.compiled_step = CompiledStep(feature_walk_gradients) if trainer.compiled else None
-        self.feature_gradients = self.compiled_step or feature_walk_gradients
+        self.compiled_steps = CompiledStep(feature_walk_steps) if trainer.compiled else None
+        self.queued: list[tuple[torch.Tensor, torch.Tensor]] = []  # (walks, negatives) of steps for a compiled call
 
     def start_epoch(self) -> None:
         self.loss_sum.zero_()
@@ -377,7 +381,7 @@ class _SkipGramStep:
     def fallbacks(self) -> dict[str, str]:
         """trainer.compile and trainer.cuda_graphs where asked for and not applied (for some batch shape), and why."""
         why = {
-            "trainer.compile": self.compiled_step and (self.compiled_step.failure or self.compiled_step.unused()),
+            "trainer.compile": self.compiled_steps and (self.compiled_steps.failure or self.compiled_steps.unused()),
             "trainer.cuda_graphs": self.capture_failure,
         }
         return {key: reason for key, reason in why.items() if reason is not None}
@@ -385,6 +389,10 @@ class _SkipGramStep:
     def __call__(self, walks: torch.Tensor, valid: torch.Tensor | None) -> None:
         trainer, model = self.trainer, self.model
         negatives = trainer.sample_negatives(model.n_nodes, (*walks.shape, trainer.negatives), self.generator)
+        if self.compiled_steps is not None and valid is None and model.negatives_as_features(negatives.numel()):
+            self._queue(walks, negatives)
+            return
+        self.flush()  # the queued steps come first
         key = (*walks.shape, valid is None)
         state = self.graphs.get(key, 0) if trainer.cuda_graphs else None
         if isinstance(state, _CapturedStep):
@@ -396,6 +404,29 @@ class _SkipGramStep:
             self._warm_up(walks, valid, negatives)
         else:
             self.graphs[key] = _CapturedStep.capture(self, walks, valid, negatives)
+
+    def _queue(self, walks: torch.Tensor, negatives: torch.Tensor) -> None:
+        """Queue a step for the compiled call, which runs STEPS_PER_CALL steps of one batch shape at a time: a call's
+        fixed costs (Dynamo's guards, the wrapper, the eager Adam and sums around it) were a third of a step of the
+        2^20-node scalability run. A batch of another shape (a chunk's last) runs the queue first."""
+        if self.queued and self.queued[0][0].shape != walks.shape:
+            self.flush()
+        self.queued.append((walks, negatives))
+        if len(self.queued) < STEPS_PER_CALL:
+            return
+        walks, negatives = (torch.stack(parts) for parts in zip(*self.queued, strict=True))
+        self.queued.clear()
+        step = self.compiled_steps
+        loss, pairs = step(self.model, walks, negatives, self.trainer.window, self.affine, self.optimiser)
+        self.loss_sum += loss
+        self.pair_sum += pairs
+
+    def flush(self) -> None:
+        """Run the queued steps one by one, eagerly: fewer than a compiled call takes (an epoch's last ones, or those
+        before a batch of another shape)."""
+        queued, self.queued = self.queued, []
+        for walks, negatives in queued:
+            self.compute(walks, None, negatives)
 
     def pair_batch(self, targets: torch.Tensor, others: torch.Tensor, labels: torch.Tensor) -> None:
         """The authors' step (trainer.batching=buckets), in closed form: the mean binary cross-entropy of the batch's
@@ -426,8 +457,7 @@ class _SkipGramStep:
         w, s, z = negatives.shape
         positions = walks if valid is None else walks.clamp(min=0)  # END (−1) reads node 0, weighted 0
         if model.negatives_as_features(w * s * (1 + z)):
-            gradients = self.feature_gradients if valid is None else feature_walk_gradients  # dead ends: rare, eager
-            self._apply(*gradients(model, positions, valid, negatives, trainer.window, self.affine))
+            self._apply(*feature_walk_gradients(model, positions, valid, negatives, trainer.window, self.affine))
             return
         nodes = torch.cat([positions.reshape(-1), negatives.view(-1)])
         table, lookup = model.lookup(nodes)
@@ -494,11 +524,33 @@ class _CapturedStep:
         self.graph.replay()
 
 
+@torch.no_grad()
+def feature_walk_steps(
+    model: IGELEmbedding,
+    walks: torch.Tensor,
+    negatives: torch.Tensor,
+    window: int,
+    affine: torch.Tensor,
+    optimiser: _FusedAdam,
+) -> tuple[torch.Tensor, int]:
+    """Consecutive steps of batches of walks without dead ends (walks: k × w × s ids, negatives: k × w × s × z) whose
+    negatives stay rows of X, each its gradients (models.feature_walk_gradients) and Adam's update: what
+    trainer.compile compiles, as one graph. Returns the steps' loss summed over their positive pairs, and their
+    number."""
+    losses, pairs = [], 0
+    for batch, drawn in zip(walks.unbind(), negatives.unbind(), strict=True):
+        weight_grad, d_affine, loss, count = feature_walk_gradients(model, batch, None, drawn, window, affine)
+        optimiser.traced_step([weight_grad, d_affine][: len(optimiser.parameters)])
+        losses.append(loss)
+        pairs += count
+    return torch.stack(losses).sum(), pairs
+
+
 class CompiledStep:
     """A step's function compiled by torch.compile (trainer.compile), one graph per batch shape, with no break: on the
     CPU Inductor writes its elementwise work and reductions as a few C++ loops, where eager torch dispatches ~80
     operations a step. Where it cannot compile (no C++ compiler, an operation it cannot lower), the function runs
-    eagerly from then on, with a warning: the step is pure, so a failed first call is simply made again.
+    eagerly from then on, with a warning: compiling changes nothing, so a call that failed to compile is made again.
 
     Inductor's C++ wrapper calls the step's kernels from C++, not from generated Python: the same kernels and bits,
     a step of the 2^20-node scalability run 0.65 against 0.73 ms (docs/experiments.md), for a few seconds more of
@@ -550,6 +602,8 @@ class _FusedAdam:
     adam's grouping by device and dtype (one group here): their bookkeeping costs more than the update of IGEL's small
     W, 20 against 8 µs a step (a few percent of a run of many small batches). The same kernels as torch's."""
 
+    BETAS, EPS = (0.9, 0.999), 1e-8  # torch's defaults
+
     def __init__(self, parameters: list[torch.Tensor], lr: float):
         self.parameters = parameters
         self.lr = lr
@@ -560,10 +614,26 @@ class _FusedAdam:
     @torch.no_grad()
     def step(self, grads: list[torch.Tensor]) -> None:
         torch._foreach_add_(self.steps, 1)
+        (beta1, beta2), eps = self.BETAS, self.EPS
         torch._fused_adam_(
             self.parameters, grads, self.moments, self.squares, [], self.steps,
-            amsgrad=False, lr=self.lr, beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8, maximize=False,
+            amsgrad=False, lr=self.lr, beta1=beta1, beta2=beta2, weight_decay=0.0, eps=eps, maximize=False,
         )  # fmt: skip
+
+    @torch.no_grad()
+    def traced_step(self, grads: list[torch.Tensor]) -> None:
+        """The same update as plain tensor operations, which torch.compile traces into a compiled step (it cannot
+        functionalise the fused kernel); equal to `step` up to float rounding."""
+        (beta1, beta2), eps = self.BETAS, self.EPS
+        for parameter, grad, moment, square, step in zip(
+            self.parameters, grads, self.moments, self.squares, self.steps, strict=True
+        ):
+            step.add_(1)
+            moment.lerp_(grad, 1 - beta1)
+            square.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            exact = step.double()  # as the fused kernel: 1 − β₂ᵗ in float32 keeps ~3 digits at t = 1
+            denominator = (square.sqrt() / (1 - beta2**exact).sqrt()).add_(eps)
+            parameter.sub_(moment / denominator * (self.lr / (1 - beta1**exact)))
 
 
 @dataclass

@@ -275,33 +275,65 @@ def test_a_dense_model_trains_on_its_negatives_feature_rows_as_on_their_embeddin
 
 
 @pytest.mark.skipif(not (shutil.which("g++") or shutil.which("clang++")), reason="torch.compile needs a C++ compiler")
-def test_a_compiled_step_trains_as_the_eager_one(monkeypatch, caplog):
-    """trainer.compile: torch.compile turns the step of a dense model whose negatives stay rows of X into C++; it
-    trains as the eager step, up to float rounding, and it did compile (no fallback to eager)."""
-    graph = small_graphs()["miserables"]
+@pytest.mark.parametrize("name", ["miserables", "with_isolated"])
+def test_compiled_steps_train_as_the_eager_ones(name, monkeypatch, caplog):
+    """trainer.compile: torch.compile turns STEPS_PER_CALL steps of a dense model whose negatives stay rows of X, Adam's
+    updates included, into one C++ call; the run trains as the eager one, up to float rounding, over the same positive
+    pairs: the steps left over at an epoch's end, and those queued when a batch with a dead end comes (an isolated
+    node's walk), run eagerly in their turn. It did compile (no fallback to eager)."""
+    graph = small_graphs()[name]
     csr = CSRGraph.from_igraph(graph)
-    made = []
+    calls = []
 
-    def recorded(function):
-        made.append(CompiledStep(function))
-        return made[-1]
+    monkeypatch.setattr(training, "CompiledStep", lambda function: _Recorded(function, calls))
+    monkeypatch.setattr(training, "STEPS_PER_CALL", 3)  # a smaller graph to compile; 77 and 62 steps leave a tail
 
-    monkeypatch.setattr(training, "CompiledStep", recorded)
-
-    def train(compiled: bool) -> tuple[np.ndarray, list[float]]:
+    def train(compiled: bool) -> tuple[np.ndarray, list[dict]]:
         seed_everything(0)
         model = IGELEmbedding(IGELEncoder(1).fit_transform(graph), dim=8)
         trainer = SkipGramTrainer(2, 150, 0.05, 3, 2, torch.device("cpu"), seed=1, progress=False, compiled=compiled)
-        losses = trainer.fit(model, lambda rng: epoch_walks(csr, 1, 10, rng))  # batches of one walk: one shape
-        assert trainer.fallbacks == {}
-        return embed_all(model, torch.device("cpu")), losses
+        epochs = []
+        trainer.fit(model, lambda rng: epoch_walks(csr, 1, 10, rng), lambda epoch, values: epochs.append(values))
+        assert trainer.fallbacks == {}  # batches of one walk: one shape
+        return embed_all(model, torch.device("cpu")), epochs
 
-    eager, eager_losses = train(False)
-    compiled, compiled_losses = train(True)
-    [step] = made
-    assert step.compiled is not None and "could not be compiled" not in caplog.text
-    np.testing.assert_allclose(compiled_losses, eager_losses, rtol=1e-5)
+    eager, eager_epochs = train(False)
+    compiled, compiled_epochs = train(True)
+    assert calls and set(calls) == {training.STEPS_PER_CALL} and "could not be compiled" not in caplog.text
+    assert len(calls) * training.STEPS_PER_CALL < 2 * graph.vcount()  # some steps ran eagerly
+    assert [epoch["positive_pairs"] for epoch in compiled_epochs] == [epoch["positive_pairs"] for epoch in eager_epochs]
+    np.testing.assert_allclose(
+        [epoch["loss"] for epoch in compiled_epochs], [epoch["loss"] for epoch in eager_epochs], rtol=1e-5
+    )
     np.testing.assert_allclose(compiled, eager, rtol=0, atol=1e-4 * np.abs(eager).max())
+
+
+class _Recorded(CompiledStep):
+    """A CompiledStep that records how many steps each of its calls runs."""
+
+    def __init__(self, function, calls: list[int]):
+        super().__init__(function)
+        self.calls = calls
+
+    def __call__(self, *args):
+        self.calls.append(len(args[1]))
+        return super().__call__(*args)
+
+
+def test_adams_traced_update_is_the_fused_one():
+    """The Adam update a compiled call traces (plain tensor operations) is torch's fused kernel's, up to rounding."""
+    generator = torch.Generator().manual_seed(0)
+    start = [torch.randn(30, 8, generator=generator), torch.randn(2, generator=generator)]
+    fused, traced = ([parameter.clone() for parameter in start] for _ in range(2))
+    fused_adam, traced_adam = training._FusedAdam(fused, 0.05), training._FusedAdam(traced, 0.05)
+    for _ in range(20):
+        grads = [torch.randn(parameter.shape, generator=generator) for parameter in start]
+        fused_adam.step(grads)
+        traced_adam.traced_step(grads)
+    for fused_parameter, traced_parameter, first in zip(fused, traced, start, strict=True):
+        assert not torch.equal(traced_parameter, first)
+        torch.testing.assert_close(traced_parameter, fused_parameter, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(traced_adam.steps, fused_adam.steps)
 
 
 def test_a_run_none_of_whose_steps_compile_says_so():
