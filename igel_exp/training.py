@@ -582,10 +582,14 @@ class CompiledStep:
         return self.function(*args)
 
     def unused(self) -> str | None:
-        """Why no step ran compiled though none failed to: none was of the kind it compiles."""
+        """Why no step ran compiled though none failed to: none was of the kind it compiles, or never STEPS_PER_CALL
+        of them in a row."""
         if self.ran:
             return None
-        return "no step was of the kind it compiles (an IGEL model whose negatives stay rows of X): all ran eagerly"
+        return (
+            f"no {STEPS_PER_CALL} steps in a row were of the kind it compiles (an IGEL model whose negatives stay rows"
+            " of X, batches of one shape): all ran eagerly"
+        )
 
 
 def _interrupt_in(error: BaseException) -> IgelError | None:

@@ -343,8 +343,8 @@ def test_a_run_none_of_whose_steps_compile_says_so():
     trainer = SkipGramTrainer(1, 150, 0.05, 3, 2, torch.device("cpu"), seed=1, progress=False, compiled=True)
     trainer.fit(FreeEmbedding(34, 4), lambda rng: epoch_walks(csr, 1, 10, rng))
     assert trainer.fallbacks == {
-        "trainer.compile": "no step was of the kind it compiles (an IGEL model whose negatives stay rows of X): all ran"
-        " eagerly"
+        "trainer.compile": f"no {training.STEPS_PER_CALL} steps in a row were of the kind it compiles (an IGEL model"
+        " whose negatives stay rows of X, batches of one shape): all ran eagerly"
     }
 
 
