@@ -389,7 +389,8 @@ class _SkipGramStep:
     def __call__(self, walks: torch.Tensor, valid: torch.Tensor | None) -> None:
         trainer, model = self.trainer, self.model
         negatives = trainer.sample_negatives(model.n_nodes, (*walks.shape, trainer.negatives), self.generator)
-        if self.compiled_steps is not None and valid is None and model.negatives_as_features(negatives.numel()):
+        ids = walks.numel() + negatives.numel()  # as `compute` counts them
+        if self.compiled_steps is not None and valid is None and model.negatives_as_features(ids):
             self._queue(walks, negatives)
             return
         self.flush()  # the queued steps come first
@@ -487,7 +488,7 @@ class _SkipGramStep:
     ) -> None:
         """Adam's step from W's gradient and the logit's scale and bias's; the step's loss and positive pairs added to
         the epoch's sums."""
-        self.optimiser.step([weight_grad, d_affine] if self.trainer.logit_affine else [weight_grad])
+        self.optimiser.step([weight_grad, d_affine])
         self.loss_sum += loss
         self.pair_sum += pairs
 
@@ -540,7 +541,7 @@ def feature_walk_steps(
     losses, pairs = [], 0
     for batch, drawn in zip(walks.unbind(), negatives.unbind(), strict=True):
         weight_grad, d_affine, loss, count = feature_walk_gradients(model, batch, None, drawn, window, affine)
-        optimiser.traced_step([weight_grad, d_affine][: len(optimiser.parameters)])
+        optimiser.traced_step([weight_grad, d_affine])
         losses.append(loss)
         pairs += count
     return torch.stack(losses).sum(), pairs
@@ -604,7 +605,10 @@ def _interrupt_in(error: BaseException) -> IgelError | None:
 class _FusedAdam:
     """torch's fused Adam update (default betas and eps) without torch.optim.Optimizer around it, nor the functional
     adam's grouping by device and dtype (one group here): their bookkeeping costs more than the update of IGEL's small
-    W, 20 against 8 µs a step (a few percent of a run of many small batches). The same kernels as torch's."""
+    W, 20 against 8 µs a step (a few percent of a run of many small batches). The same kernels as torch's.
+
+    Both updates take the gradients in the parameters' order and leave out those past the last parameter (the logit's
+    scale and bias's, where the trainer does not learn them)."""
 
     BETAS, EPS = (0.9, 0.999), 1e-8  # torch's defaults
 
@@ -620,7 +624,7 @@ class _FusedAdam:
         torch._foreach_add_(self.steps, 1)
         (beta1, beta2), eps = self.BETAS, self.EPS
         torch._fused_adam_(
-            self.parameters, grads, self.moments, self.squares, [], self.steps,
+            self.parameters, grads[: len(self.parameters)], self.moments, self.squares, [], self.steps,
             amsgrad=False, lr=self.lr, beta1=beta1, beta2=beta2, weight_decay=0.0, eps=eps, maximize=False,
         )  # fmt: skip
 
@@ -630,7 +634,7 @@ class _FusedAdam:
         functionalise the fused kernel); equal to `step` up to float rounding."""
         (beta1, beta2), eps = self.BETAS, self.EPS
         for parameter, grad, moment, square, step in zip(
-            self.parameters, grads, self.moments, self.squares, self.steps, strict=True
+            self.parameters, grads[: len(self.parameters)], self.moments, self.squares, self.steps, strict=True
         ):
             step.add_(1)
             moment.lerp_(grad, 1 - beta1)
