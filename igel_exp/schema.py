@@ -642,9 +642,11 @@ def describe(error: BaseException) -> str:
 
 def _describe_key(key: str, given: Any, text: str) -> str:
     shown = f"{key}={_shown(given)}" if given is not None else key
-    converted = _find(r"could not be converted to (\w+)", text)
+    # OmegaConf's words: "Value 'x' could not be converted to Integer", "Cannot convert 'list' to string"
+    converted = _find(r"could not be converted to (\w+)", text) or _find(r"Cannot convert '\w+' to (\w+)", text)
     if converted:
-        return f"{shown}: expected {_TYPE_NAMES.get(converted, converted)}"
+        shown = _find(r"Error merging override (.+)", text) or shown  # as typed: name=[a], not name=['a']
+        return f"{shown}: expected {_TYPE_NAMES.get(converted.capitalize(), converted)}"
     if _find(r"(is not a valid bool)", text):
         return f"{shown}: expected true or false"
     choices = _find(r"expected one of \[(.*)\]", text)

@@ -89,6 +89,7 @@ INVALID = [
     (["seed=null"], "seed=null: expected a value"),
     (["tracking.uri=runs.db"], "tracking.uri=runs.db is a path, which MLflow takes for a file store"),
     (["tracking.uri="], "tracking.uri=: expected one of the non-blank URIs"),  # was ./mlflow.db, unsaid
+    (["name=[a]"], "name=[a]: expected a string"),  # was "name=['a']: Error merging override name=[a]"
     (["name=é"], "name=é: Hydra's override grammar cannot read it; quote a value that holds spaces or characters"),
     (["trainer.batching=buckets", "trainer.noise=degree"], "trainer.batching=buckets draws its negatives uniformly"),
     # settings a run logged as its own and never read
