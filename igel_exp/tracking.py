@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import sqlalchemy
 from hydra.experimental.callback import Callback
-from mlflow.entities import Experiment, RunStatus
+from mlflow.entities import Experiment, Run, RunStatus
 from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR
 from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig, OmegaConf
@@ -238,19 +238,50 @@ def claimed(uri: str, identity: str) -> Iterator[None]:
     one RUNNING, its process alive or on another host (igel.process), or FINISHED since this one listed its jobs: then
     JobTaken. Two igel-reproduce of one table at once so share its jobs instead of running each twice, and a transfer
     job's link-prediction runs (`SHARED_RUN_ENV`) are waited for. For a sqlite store, the check and the run's start
-    hold the store's lock, so that two commands cannot both pass the check."""
+    hold the store's lock, so that two commands cannot both pass the check. Other stores (a tracking server, a database
+    that a cluster's nodes share) have no lock: there both may pass it, so each looks again once its run has started,
+    and the one whose run started later steps back (`_step_back_from`)."""
     database = _sqlite_file(uri)
     with _store_lock(database) if database is not None else contextlib.nullcontext():
-        client = mlflow.MlflowClient()
-        experiments = [experiment.experiment_id for experiment in client.search_experiments()]
-        for run in client.search_runs(experiments, filter_string=f"tags.`{HASH_TAG}` = '{identity}'"):
-            status, process = run.info.status, run.data.tags.get(PROCESS_TAG, "")
-            running = status == "RUNNING" and bool(process) and not process_gone(process)
-            if running or status == "FINISHED":
-                where = f" (process {process})" if running else ""
-                here = process.split(" ", 1)[0] == socket.gethostname()
-                raise JobTaken(f"another command's run {run.info.run_id} has it {status}{where}", running, here)
+        if holders := _holders(identity):
+            raise _taken_by(holders[0])
         yield
+    if database is None:
+        _step_back_from(identity)
+
+
+def _holders(identity: str) -> list[Run]:
+    """The runs of a job (`identity`) that hold it: FINISHED, or RUNNING with their process alive or on another host."""
+    client = mlflow.MlflowClient()
+    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+    runs = client.search_runs(experiments, filter_string=f"tags.`{HASH_TAG}` = '{identity}'")
+    return [run for run in runs if run.info.status == "FINISHED" or _running(run)]
+
+
+def _running(run: Run) -> bool:
+    process = run.data.tags.get(PROCESS_TAG, "")
+    return run.info.status == "RUNNING" and bool(process) and not process_gone(process)
+
+
+def _taken_by(run: Run) -> JobTaken:
+    running, process = _running(run), run.data.tags.get(PROCESS_TAG, "")
+    where = f" (process {process})" if running else ""
+    here = process.split(" ", 1)[0] == socket.gethostname()
+    return JobTaken(f"another command's run {run.info.run_id} has it {run.info.status}{where}", running, here)
+
+
+def _step_back_from(identity: str) -> None:
+    """Where another command's run of the job started before the active run (by start time, then run id: the same order
+    for both), delete the active run and raise JobTaken: of two commands that both passed `claimed`'s check, each sees
+    the other's run here, and only the first keeps the job."""
+    ours = mlflow.active_run()
+    others = [run for run in _holders(identity) if run.info.run_id != ours.info.run_id]
+    first = min([ours, *others], key=lambda run: (run.info.start_time, run.info.run_id))
+    if first is ours:
+        return
+    mlflow.end_run(RunStatus.to_string(RunStatus.KILLED))
+    mlflow.MlflowClient().delete_run(ours.info.run_id)  # no trace of a run that did nothing
+    raise _taken_by(first)
 
 
 def store_exists(uri: str) -> bool:

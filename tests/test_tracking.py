@@ -13,15 +13,18 @@ import time
 
 import mlflow
 import pytest
+from mlflow.entities import ViewType
 from omegaconf import OmegaConf
 
 from igel_exp import tracking
-from igel_exp.errors import StoreError
+from igel_exp.errors import JobTaken, StoreError
+from igel_exp.identity import HASH_TAG
 from igel_exp.reproduce import report_main, reproduce_main
 from igel_exp.tracking import (
     PARENT_RUN_ENV,
     PROCESS_TAG,
     SERVER_PROBE_S,
+    SHARED_RUN_ENV,
     STALE_TAG,
     SWEEP_TAG,
     check_store_uri,
@@ -224,6 +227,47 @@ def test_a_run_left_running_by_a_killed_process_is_ended_failed_by_the_next_comm
     assert run.data.tags["error"] == f"its process (pid {pid}) died without ending it (kill -9, out of memory, a crash)"
     assert run.data.tags[STALE_TAG].endswith(process_identity())
     assert [client.get_run(run_id).info.status for run_id in (alive, elsewhere)] == ["RUNNING", "RUNNING"]
+
+
+@pytest.mark.parametrize("first", ["other", "this"])
+def test_of_two_commands_that_both_find_a_job_free_in_a_store_without_a_lock_only_the_first_runs_it(
+    tmp_path, monkeypatch, first
+):
+    """A tracking server, or a database that a cluster's nodes share, has no lock to hold while a job is claimed: two
+    commands can both find it free. Each looks again once its run has started, and the later one steps back, its run
+    deleted. Here the other command starts its run just after this one's check: before this one's run, or after it."""
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    uri = (tmp_path / "store").as_uri()  # MLflow's file store: a real store that tracking.claimed has no lock for
+    monkeypatch.setenv(SHARED_RUN_ENV, "1")  # a run that tracking.claimed guards, as igel-reproduce's jobs
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # the other command's process
+    client, start_run, made = mlflow.MlflowClient(uri), mlflow.start_run, {}
+
+    def start_beside_another(*args, **kwargs):
+        experiment = mlflow.get_experiment_by_name("toy").experiment_id
+        tags = {HASH_TAG: kwargs["tags"][HASH_TAG], PROCESS_TAG: process_identity(other.pid)}
+        ours = start_run(*args, **kwargs) if first == "this" else None
+        when = ours.info.start_time + 1000 if ours else int(time.time() * 1000) - 1000
+        made["other"] = client.create_run(experiment, start_time=when, tags=tags).info.run_id
+        return ours or start_run(*args, **kwargs)
+
+    monkeypatch.setattr(mlflow, "start_run", start_beside_another)
+    config, ran = OmegaConf.create({"name": "toy", "tracking": {"uri": uri}}), []
+    try:
+        with pytest.raises(JobTaken) if first == "other" else contextlib.nullcontext() as taken:
+            with tracked_run(config, "toy") as logger:
+                ran.append(logger.run_id)
+    finally:
+        other.kill()
+        other.wait()
+    runs = client.search_runs([client.get_experiment_by_name("toy").experiment_id], run_view_type=ViewType.ALL)
+    stages = {run.info.run_id: (run.info.status, run.info.lifecycle_stage) for run in runs}
+    assert stages.pop(made["other"]) == ("RUNNING", "active")
+    (ours,) = stages.values()
+    if first == "other":
+        assert not ran and ours == ("KILLED", "deleted") and mlflow.active_run() is None
+        assert str(taken.value).startswith(f"another command's run {made['other']} has it RUNNING")
+    else:
+        assert ran and ours == ("FINISHED", "active")
 
 
 def test_a_run_that_ends_while_the_stale_runs_are_closed_keeps_its_status(store_uri, monkeypatch):
