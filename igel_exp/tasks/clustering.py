@@ -9,8 +9,6 @@ from dataclasses import dataclass
 
 import igraph as ig
 import numpy as np
-from scipy.stats import spearmanr
-from sklearn.cluster import KMeans
 
 from igel_exp.encoding import adjacency
 from igel_exp.errors import ConfigError
@@ -18,6 +16,8 @@ from igel_exp.errors import ConfigError
 log = logging.getLogger(__name__)
 
 CENTRALITIES = ("pagerank", "betweenness", "closeness", "degree")
+# scikit-learn and scipy.stats are imported in the functions that use them: they take 1-2 s to import, which every
+# isolated job (a fresh process, such as each scalability run) would pay for nothing, the pipelines importing every task
 
 
 @dataclass
@@ -52,6 +52,8 @@ def kmeans_by_modularity(
         )
     if len(ks) < len(requested):
         log.warning("KMeans: the embeddings hold %d distinct points, so k goes up to %d only", distinct, distinct)
+    from sklearn.cluster import KMeans  # see CENTRALITIES
+
     labels, modularity = {}, []
     for k in ks:
         labels[k] = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit_predict(embeddings)
@@ -126,6 +128,8 @@ def centrality_correlations(graph: ig.Graph, embeddings: np.ndarray, neighbourho
     if constant(score):
         log.warning("no centrality correlations: every node's similarity to its neighbours is the same")
         return result
+    from scipy.stats import spearmanr  # see CENTRALITIES
+
     for name, values in centralities(graph).items():
         if constant(values):  # a ring's PageRank: its ranks would be those of rounding noise, or ρ NaN
             log.warning("spearman_%s is not logged: every node has the same %s, which ranks nothing", name, name)

@@ -20,10 +20,6 @@ from dataclasses import dataclass
 import igraph as ig
 import numpy as np
 import pandas as pd
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import roc_auc_score
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 
 from igel_exp.errors import ConfigError, DataError
 
@@ -205,6 +201,13 @@ def link_prediction_scores(
     """
     labels, rows = _scored_rows(split, seed, validation_fraction)
     features = hadamard_features(embeddings, np.concatenate([split.positives, split.negatives]))
+
+    # imported here: scikit-learn takes 1-2 s to import, which every isolated job (a fresh process, such as each
+    # scalability run) would pay for nothing, the pipelines importing every task
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
 
     def auc(fit_rows: np.ndarray, score_rows: np.ndarray) -> float:
         model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
