@@ -535,6 +535,22 @@ def _field_names(schema: type) -> list[str]:
     return [item.name for item in dataclasses.fields(schema)]
 
 
+def _dataclasses() -> dict[str, type]:
+    """This module's schemas by class name, as OmegaConf's errors name them."""
+    return {name: item for name, item in globals().items() if isinstance(item, type) and dataclasses.is_dataclass(item)}
+
+
+def _schema_named(name: str) -> tuple[str, type]:
+    """A schema that OmegaConf's error names by its class, as a user names it (`trainer=skipgram`, where one option of
+    a group has it), and the schema."""
+    schema = _dataclasses()[name]
+    for group, kinds in SCHEMAS.items():
+        users = [f"{group}={option}" for option in group_options(group) if _option_schema(group, option) is schema]
+        if schema in kinds.values() and len(users) == 1:
+            return users[0], schema
+    return name, schema
+
+
 def _not_a_setting(key: str, option: str, schema: type) -> str:
     return f"{key} is not a setting of {option} (its settings: {', '.join(_field_names(schema))})"
 
@@ -658,7 +674,11 @@ def _describe_key(key: str, given: Any, text: str) -> str:
         return f"{_find(r'Error merging override (.+)', text) or shown}: expected a list, such as [a, b]"
     schema = _find(r"Key '[^']*' not in '([^']+)'", text)
     if schema:
-        return f"{key} is not a setting of {schema}"
+        return (
+            _not_a_setting(key, *_schema_named(schema))
+            if schema in _dataclasses()
+            else f"{key} is not a setting of {schema}"
+        )
     return f"{shown}: {first_line(text)}"
 
 

@@ -65,7 +65,8 @@ def test_the_schema_leaves_every_run_its_identity(compose_config):
             ["experiment=ppi", "trainer.activation=gelu"],
             "trainer.activation=gelu: expected one of elu, relu, tanh, linear",
         ),
-        (["trainer.lrr=0.1"], "trainer.lrr is not a setting of SkipGramTrainer"),
+        # the option as a user names it, and its settings (was "of SkipGramTrainer", the schema's class, alone)
+        (["trainer.lrr=0.1"], "trainer.lrr is not a setting of trainer=skipgram (its settings: objective, device,"),
         (
             ["experiment=transfer_link_prediction", "task.source_overrides=5"],
             "task.source_overrides=5: expected a list, such as [a, b]",
@@ -76,7 +77,7 @@ def test_the_schema_leaves_every_run_its_identity(compose_config):
         ),
         (
             ["trainer=supervised"],
-            "trainer.walk_length is not a setting of SupervisedTrainer (set in experiment/clustering)",
+            "trainer.walk_length is not a setting of trainer=supervised (its settings: objective, device,",
         ),
         (["experiment=nope"], "In 'config': Could not find 'experiment/nope'; available: clustering, link_prediction"),
     ],
