@@ -30,12 +30,13 @@ class StoreError(IgelError):
 
 
 class JobTaken(IgelError):
-    """A job of igel-reproduce that another command is running (`running`; `here`: on this machine, where its end is
-    seen, even by a kill), or has finished, since this one listed it: left to it. The message names that run."""
+    """A job of igel-reproduce that another command is running, or has finished, since this one listed it: left to it.
+    `running`: by a process known to be alive (on this machine, or on another that sends heartbeats), whose end will be
+    seen, even by a kill. The message names that run."""
 
-    def __init__(self, message: str, running: bool = True, here: bool = True):
+    def __init__(self, message: str, running: bool = True):
         super().__init__(message)
-        self.running, self.here = running, here
+        self.running = running
 
 
 def yaml_problem(error: BaseException) -> str:

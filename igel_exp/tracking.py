@@ -243,8 +243,8 @@ def claimed(uri: str, identity: str) -> Iterator[None]:
     and the one whose run started later steps back (`_step_back_from`)."""
     database = _sqlite_file(uri)
     with _store_lock(database) if database is not None else contextlib.nullcontext():
-        if holders := _holders(identity):
-            raise _taken_by(holders[0])
+        if holders := _holders(identity):  # a FINISHED one first, then one whose end will be seen: to wait for
+            raise _taken_by(max(holders, key=lambda run: (run.info.status == "FINISHED", liveness(run) is True)))
         yield
     if database is None:
         _step_back_from(identity)
@@ -259,15 +259,15 @@ def _holders(identity: str) -> list[Run]:
 
 
 def _running(run: Run) -> bool:
-    process = run.data.tags.get(PROCESS_TAG, "")
-    return run.info.status == "RUNNING" and bool(process) and not process_gone(process)
+    """RUNNING, by a process that is alive or may be (another machine's, without heartbeats)."""
+    return run.info.status == "RUNNING" and bool(run.data.tags.get(PROCESS_TAG)) and liveness(run) is not False
 
 
 def _taken_by(run: Run) -> JobTaken:
     running, process = _running(run), run.data.tags.get(PROCESS_TAG, "")
     where = f" (process {process})" if running else ""
-    here = process.split(" ", 1)[0] == socket.gethostname()
-    return JobTaken(f"another command's run {run.info.run_id} has it {run.info.status}{where}", running, here)
+    message = f"another command's run {run.info.run_id} has it {run.info.status}{where}"
+    return JobTaken(message, running=running and liveness(run) is True)
 
 
 def _step_back_from(identity: str) -> None:
@@ -387,6 +387,51 @@ def _probe_write(folder: Path) -> None:
 
 PROCESS_TAG = "igel.process"  # "<host> <pid> <start>" of the process that runs it: see close_stale_runs
 STALE_TAG = "igel.closed_stale"  # on a run that close_stale_runs closed: when, and by which process
+HEARTBEAT_TAG = "igel.heartbeat"  # Unix time (s) at which the run's process last said it is alive: see heartbeat
+HEARTBEAT_S = 60.0  # how often a run's process says so
+# a run of another machine whose process has not said so for this long is taken for dead (killed, its machine down):
+# long enough for a C call that holds Python's lock for minutes, and for the two machines' clocks to differ a little
+HEARTBEAT_LOST_S = 15 * 60.0
+
+
+def liveness(run: Run) -> bool | None:
+    """Whether the process of a RUNNING run is alive: on this machine from its pid (process_gone), on another from its
+    heartbeat (at most HEARTBEAT_LOST_S old); None where unsure: another machine's run without heartbeats (one that
+    made none, of a version before them) or without a process tag."""
+    process = run.data.tags.get(PROCESS_TAG, "")
+    if process.split(" ", 1)[0] == socket.gethostname():
+        return not process_gone(process)
+    try:
+        return time.time() - float(run.data.tags[HEARTBEAT_TAG]) <= HEARTBEAT_LOST_S
+    except (KeyError, ValueError):
+        return None
+
+
+@contextmanager
+def heartbeat(run_id: str) -> Iterator[None]:
+    """Within: a thread of this process tags the run with the time (HEARTBEAT_TAG) every HEARTBEAT_S, so that commands
+    on other machines can tell a run whose process was killed (kill -9, a node's failure) from a live one: close it
+    FAILED, run its job, where they would otherwise leave it RUNNING for ever. A beat the store refuses is skipped and
+    said once: the run goes on."""
+    client, stop = mlflow.MlflowClient(), threading.Event()
+
+    def beat() -> None:
+        said = False
+        while not stop.wait(HEARTBEAT_S):
+            try:
+                client.set_tag(run_id, HEARTBEAT_TAG, f"{time.time():.0f}")
+            except Exception as error:  # the store out of reach a while: later beats may pass
+                if not said:
+                    log.warning("run %s: its heartbeat could not be written: %s", run_id, first_line(error))
+                said = True
+
+    thread = threading.Thread(target=beat, name="igel-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=HEARTBEAT_S)  # a beat that waits on a store out of reach must not hold the run's end
 
 
 def process_identity(pid: int | None = None) -> str:
@@ -428,30 +473,32 @@ def process_gone(identity: str) -> bool:
 
 @store_call()
 def close_stale_runs(uri: str | None = None) -> list[str]:
-    """End FAILED the runs that are RUNNING but whose process, on this machine, is gone (kill -9, the out-of-memory
-    killer, a reboot): nothing else could ever end them. Returns their ids. Runs started elsewhere are left as they
-    are; their own machine's next igel-run, igel-reproduce or igel-report closes them."""
+    """End FAILED the runs that are RUNNING but whose process is gone (kill -9, the out-of-memory killer, a reboot, a
+    cluster node's failure): nothing else could ever end them. Returns their ids. A run's process is gone when it ran
+    on this machine and its pid is free, or when it ran on another and its heartbeat stopped (liveness); another
+    machine's run without heartbeats is left as it is, for its own machine's next igel-run, igel-reproduce or
+    igel-report to close."""
     client = mlflow.MlflowClient(tracking_uri=uri)
     experiments = [experiment.experiment_id for experiment in client.search_experiments()]
-    host = socket.gethostname().replace("'", "")
-    mine = f"attributes.status = 'RUNNING' and tags.`{PROCESS_TAG}` LIKE '{host} %'"
+    running = f"attributes.status = 'RUNNING' and tags.`{PROCESS_TAG}` LIKE '%'"
     stale = []
-    for run in client.search_runs(experiments, filter_string=mine, max_results=10000) if experiments else []:
-        identity = run.data.tags[PROCESS_TAG]
-        if not process_gone(identity):
+    for run in client.search_runs(experiments, filter_string=running, max_results=10000) if experiments else []:
+        if liveness(run) is not False:
             continue
         # read again now that its process is gone, and can write no more: it may have ended the run since the search
-        if client.get_run(run.info.run_id).info.status != "RUNNING":
+        run = client.get_run(run.info.run_id)
+        if run.info.status != "RUNNING" or liveness(run) is not False:
             continue
-        pid = identity.split()[1]
-        client.set_tag(
-            run.info.run_id,
-            "error",
-            f"its process (pid {pid}) died without ending it (kill -9, out of memory, a crash)",
-        )
+        host, pid = run.data.tags[PROCESS_TAG].split()[:2]
+        if host == socket.gethostname():
+            why = f"its process (pid {pid}) died without ending it (kill -9, out of memory, a crash)"
+        else:
+            silent = (time.time() - float(run.data.tags[HEARTBEAT_TAG])) / 60
+            why = f"its process (pid {pid} on {host}) sent no heartbeat for {silent:.0f} min (killed, its machine down)"
+        client.set_tag(run.info.run_id, "error", why)
         client.set_tag(run.info.run_id, STALE_TAG, f"{time.strftime('%Y-%m-%d %H:%M:%S')} by {process_identity()}")
         client.set_terminated(run.info.run_id, RunStatus.to_string(RunStatus.FAILED))
-        log.warning("run %s was left RUNNING by process %s, which is gone: ended FAILED", run.info.run_id, pid)
+        log.warning("run %s was left RUNNING: %s; ended FAILED", run.info.run_id, why)
         stale.append(run.info.run_id)
     return stale
 
@@ -530,6 +577,7 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
         HASH_TAG: config_hash(resolved),
         PROTOCOL_TAG: str(resolved.get("protocol", "faithful")),
         PROCESS_TAG: process_identity(),
+        HEARTBEAT_TAG: f"{time.time():.0f}",
         **({SWEEP_TAG: parent} if parent else {}),
     }
     uri = tracking_uri(tracking.get("uri"))
@@ -546,7 +594,8 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
             log.info("MLflow run %s in experiment %r at %s", run.info.run_id, experiment, mlflow.get_tracking_uri())
             mlflow.log_params(flatten({k: v for k, v in resolved.items() if k not in NOT_PARAMS}))
             mlflow.log_text(OmegaConf.to_yaml(resolved), "config.yaml")
-        yield RunLogger(run)
+        with heartbeat(run.info.run_id):
+            yield RunLogger(run)
     except BaseException as error:
         active = mlflow.active_run()
         if active is not None:

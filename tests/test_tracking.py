@@ -21,6 +21,7 @@ from igel_exp.errors import JobTaken, StoreError
 from igel_exp.identity import HASH_TAG
 from igel_exp.reproduce import report_main, reproduce_main
 from igel_exp.tracking import (
+    HEARTBEAT_TAG,
     PARENT_RUN_ENV,
     PROCESS_TAG,
     SERVER_PROBE_S,
@@ -28,6 +29,8 @@ from igel_exp.tracking import (
     STALE_TAG,
     SWEEP_TAG,
     check_store_uri,
+    claimed,
+    close_stale_runs,
     flatten,
     open_experiment,
     process_gone,
@@ -268,6 +271,53 @@ def test_of_two_commands_that_both_find_a_job_free_in_a_store_without_a_lock_onl
         assert str(taken.value).startswith(f"another command's run {made['other']} has it RUNNING")
     else:
         assert ran and ours == ("FINISHED", "active")
+
+
+def test_a_run_of_another_machine_whose_heartbeat_stopped_is_ended_failed_and_leaves_its_job(store_uri):
+    """A cluster node that dies (or a job killed there) leaves its run RUNNING, where no command on this machine can
+    see its process: its heartbeat tells. Silent for longer than HEARTBEAT_LOST_S, the run is ended FAILED and its job
+    is free; with a fresh heartbeat, or none (a version before them), it is left RUNNING and holds its job."""
+    client = mlflow.MlflowClient(store_uri)
+    experiment = client.create_experiment("toy")
+    now, identity = time.time(), "job"
+
+    def remote_run(beat: float | None) -> str:
+        tags = {PROCESS_TAG: "node-7 4242 99", HASH_TAG: identity}
+        if beat is not None:
+            tags[HEARTBEAT_TAG] = f"{beat:.0f}"
+        return client.create_run(experiment, tags=tags).info.run_id
+
+    silent, beating, unknown = remote_run(now - 20 * 60), remote_run(now - 60), remote_run(None)
+    mlflow.set_tracking_uri(store_uri)
+    with pytest.raises(JobTaken) as taken, claimed(store_uri, identity):
+        pass
+    assert taken.value.running and beating in str(taken.value)  # the live one holds the job: wait for it
+    client.set_terminated(beating, "KILLED")  # (a FINISHED one would hold the job for good)
+    with pytest.raises(JobTaken) as taken, claimed(store_uri, identity):
+        pass
+    assert not taken.value.running and unknown in str(taken.value)  # unsure: left to it, not waited for
+    assert close_stale_runs(store_uri) == [silent]
+    run = client.get_run(silent)
+    assert run.info.status == "FAILED"
+    error = "its process (pid 4242 on node-7) sent no heartbeat for 20 min (killed, its machine down)"
+    assert run.data.tags["error"] == error
+    assert [client.get_run(run_id).info.status for run_id in (beating, unknown)] == ["KILLED", "RUNNING"]
+
+
+def test_a_run_says_it_is_alive_while_it_lasts(store_uri, monkeypatch):
+    monkeypatch.setattr(tracking, "HEARTBEAT_S", 0.05)
+    client = mlflow.MlflowClient(store_uri)
+    with tracked_run(OmegaConf.create({"name": "toy", "tracking": {"uri": store_uri}}), "toy") as logger:
+        first = float(client.get_run(logger.run_id).data.tags[HEARTBEAT_TAG])
+        for step in range(30):  # the main thread writes to the store as the heartbeat's thread does
+            logger.metrics({"loss": 1.0 / (step + 1)}, step=step)
+            time.sleep(0.05)
+    beats = [thread for thread in threading.enumerate() if thread.name == "igel-heartbeat"]
+    run = client.get_run(logger.run_id)
+    assert run.info.status == "FINISHED" and not beats
+    last = float(run.data.tags[HEARTBEAT_TAG])
+    assert first + 1 <= last and abs(last - time.time()) < 5  # beats in whole seconds
+    assert len(client.get_metric_history(logger.run_id, "loss")) == 30
 
 
 def test_a_run_that_ends_while_the_stale_runs_are_closed_keeps_its_status(store_uri, monkeypatch):

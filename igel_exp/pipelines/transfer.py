@@ -197,9 +197,9 @@ def finished_or_run(config: DictConfig, needs_model: bool) -> Run:
                 pipelines.run(config)
             break
         except JobTaken as taken:  # another transfer job (another igel-reproduce, a worker) is making it: wait
-            # for it where its end is seen: one on another machine, killed, would stay RUNNING until that machine's
-            # next command; a FINISHED one without a model is no use
-            wait = taken.running and taken.here
+            # for it where its end will be seen (tracking.liveness: a process on this machine, or one that sends
+            # heartbeats); a FINISHED one without a model is no use
+            wait = taken.running
             log.info("%s: %s", taken, "waiting for it to end" if wait else "running it here")
             time.sleep(SHARED_RUN_WAIT_S if wait else 0)
             shared = "1" if wait else None
