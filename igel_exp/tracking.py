@@ -235,7 +235,7 @@ def no_store(uri: str) -> str:
 @contextmanager
 def claimed(uri: str, identity: str) -> Iterator[None]:
     """The block starts the run of an igel-reproduce job (`identity`: its igel.config_hash) unless another command has
-    one RUNNING, its process alive or on another host (igel.process), or FINISHED since this one listed its jobs: then
+    one RUNNING, its process alive or maybe so (`liveness`), or FINISHED since this one listed its jobs: then
     JobTaken. Two igel-reproduce of one table at once so share its jobs instead of running each twice, and a transfer
     job's link-prediction runs (`SHARED_RUN_ENV`) are waited for. For a sqlite store, the check and the run's start
     hold the store's lock, so that two commands cannot both pass the check. Other stores (a tracking server, a database
@@ -251,7 +251,7 @@ def claimed(uri: str, identity: str) -> Iterator[None]:
 
 
 def _holders(identity: str) -> list[Run]:
-    """The runs of a job (`identity`) that hold it: FINISHED, or RUNNING with their process alive or on another host."""
+    """The runs of a job (`identity`) that hold it: FINISHED, or RUNNING by a process that is alive or may be."""
     client = mlflow.MlflowClient()
     experiments = [experiment.experiment_id for experiment in client.search_experiments()]
     runs = client.search_runs(experiments, filter_string=f"tags.`{HASH_TAG}` = '{identity}'")
