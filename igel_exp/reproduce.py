@@ -77,6 +77,7 @@ from igel_exp.tracking import (
     no_store,
     open_experiment,
     process_identity,
+    release_job_processes,
     running_jobs,
     sigterm_interrupts,
     stopping_job_processes,
@@ -665,6 +666,7 @@ def reproduce_main(argv: Sequence[str] | None = None) -> int:
             except KeyboardInterrupt:
                 print(f"igel-reproduce: interrupted in {plan.name}; rerun the same command to resume", file=sys.stderr)
                 return 130
+        release_job_processes()  # the tables' jobs are done: not waited for at the exit
         for name, outcome in outcomes.items():
             errors += [f"{name}: {failure}" for failure in outcome.failed]
             for message in outcome.data_missing:

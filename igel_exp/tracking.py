@@ -749,6 +749,16 @@ def stopping_job_processes(running: Callable[[], int]) -> Iterator[None]:
         restore_warnings(warnings)
 
 
+def release_job_processes() -> None:
+    """Stop joblib's worker processes (its loky executor's), idle once a sweep's or a reproduction's jobs are done: left
+    to exit with the interpreter, they held igel-run -m and igel-reproduce 6.0 s after the last job, against 2.0 s
+    when stopped here. Nothing where joblib's launcher did not run in this process."""
+    module = sys.modules.get("joblib.externals.loky.reusable_executor")
+    executor = getattr(module, "_executor", None)
+    if executor is not None:
+        executor.shutdown(wait=True, kill_workers=True)
+
+
 def quiet_resource_trackers() -> str | None:
     """Have the processes started from now on (joblib's workers, Python's resource trackers) leave out the trackers'
     warning, at an interrupted sweep's exit, of the semaphores of the workers it stopped, which they then free: noise
@@ -846,6 +856,7 @@ class SweepCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._end(RunStatus.FINISHED)
+        release_job_processes()
 
     @store_call()
     def _end(self, status: int) -> None:

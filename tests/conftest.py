@@ -150,15 +150,26 @@ def experiments_dir(tmp_path: Path):
 def live_processes(group: int) -> list[int]:
     """The live processes of a process group, read from /proc (zombies, which a container's init may never reap, are
     not alive)."""
-    pids = []
+    return [pid for pid, fields in _live_stats() if int(fields[2]) == group]
+
+
+def joblib_workers() -> list[int]:
+    """This process's live joblib worker processes (their command line names loky's process launcher)."""
+    return [pid for pid, fields in _live_stats(b"popen_loky_posix") if int(fields[1]) == os.getpid()]
+
+
+def _live_stats(named: bytes = b"") -> list[tuple[int, list[str]]]:
+    """Each live process whose command line holds `named`, with the fields of /proc/PID/stat after its name."""
+    found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
+            command = (stat.parent / "cmdline").read_bytes() if named else b""
         except OSError:  # gone meanwhile
             continue
-        if int(fields[2]) == group and fields[0] not in "ZX":
-            pids.append(int(stat.parent.name))
-    return pids
+        if fields[0] not in "ZX" and named in command:
+            found.append((int(stat.parent.name), fields))
+    return found
 
 
 def wait_for_no_process(group: int, timeout_s: float = 60) -> list[int]:

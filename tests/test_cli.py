@@ -19,7 +19,7 @@ from igel_exp.cli import main, one_line_errors
 from igel_exp.errors import BudgetError, ConfigError
 from igel_exp.tracking import use_store
 
-from conftest import REPO, keep_reading, live_processes, start_training, wait_for_no_process
+from conftest import REPO, joblib_workers, keep_reading, live_processes, start_training, wait_for_no_process
 
 QUICK = ["trainer.epochs=1", "trainer.walk_length=20", "progress=false"]
 
@@ -421,6 +421,18 @@ def test_a_killed_sweep_leaves_no_worker_and_its_runs_end_failed(store_uri, tmp_
     )
     jobs = tracked.drop(parent.name)
     assert list(jobs["tags.error"]) == [f"KeyboardInterrupt: signal 15 (its parent process {process.pid} is gone)"] * 2
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the worker processes from /proc")
+def test_a_joblib_sweep_stops_its_workers_once_its_jobs_are_done(tmp_path, monkeypatch):
+    """Left to exit with the interpreter, joblib's idle workers held `igel-run -m` some 4 s past its last job."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    small = ["experiment=scalability", "dataset.num_nodes=100", "task.isolate=false", "trainer.epochs=1"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "argv", ["igel-run", *JOBLIB_SWEEP, *HERE, *small, "progress=false"])
+        main()
+    assert list(runs(tmp_path).status) == ["FINISHED"] * 3 and not joblib_workers()
 
 
 @pytest.mark.slow

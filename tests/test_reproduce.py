@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import mlflow
 import pytest
@@ -16,7 +17,7 @@ from igel_exp.plan import load_plan
 from igel_exp.reproduce import launch_plan, report_main, reproduce_main, run_plan
 from igel_exp.tracking import PROCESS_TAG, REPRODUCE_TAG, process_identity
 
-from conftest import TINY_QUICK
+from conftest import TINY_QUICK, joblib_workers
 
 pytestmark = pytest.mark.slow
 
@@ -299,6 +300,8 @@ def test_reproduce_through_the_joblib_launcher_skips_what_is_finished(experiment
     ).itertuples()
     assert parent.status == "FINISHED" and runs["tags.igel.sweep"].tolist()[1] == parent.run_id
     assert "| 1 | 0.728 |" in text and "Missing" not in text
+    if Path("/proc/self/stat").exists():  # joblib's workers are stopped with the jobs done, not at the exit
+        assert not joblib_workers()
     assert reproduce(experiments_dir.folder, *launch) == 0
     assert len(jobs_in_store(store_uri)) == 2
 
