@@ -544,9 +544,9 @@ def _schema_named(name: str) -> tuple[str, type]:
     """A schema that OmegaConf's error names by its class, as a user names it (`trainer=skipgram`, where one option of
     a group has it), and the schema."""
     schema = _dataclasses()[name]
-    for group, kinds in SCHEMAS.items():
+    for group in (group for group, kinds in SCHEMAS.items() if schema in kinds.values()):
         users = [f"{group}={option}" for option in group_options(group) if _option_schema(group, option) is schema]
-        if schema in kinds.values() and len(users) == 1:
+        if len(users) == 1:
             return users[0], schema
     return name, schema
 
@@ -658,11 +658,11 @@ def describe(error: BaseException) -> str:
 
 def _describe_key(key: str, given: Any, text: str) -> str:
     shown = f"{key}={_shown(given)}" if given is not None else key
+    typed = _find(r"Error merging override (.+)", text) or shown  # as on the command line: name=[a], not name=['a']
     # OmegaConf's words: "Value 'x' could not be converted to Integer", "Cannot convert 'list' to string"
     converted = _find(r"could not be converted to (\w+)", text) or _find(r"Cannot convert '\w+' to (\w+)", text)
     if converted:
-        shown = _find(r"Error merging override (.+)", text) or shown  # as typed: name=[a], not name=['a']
-        return f"{shown}: expected {_TYPE_NAMES.get(converted.capitalize(), converted)}"
+        return f"{typed}: expected {_TYPE_NAMES.get(converted.capitalize(), converted)}"
     if _find(r"(is not a valid bool)", text):
         return f"{shown}: expected true or false"
     choices = _find(r"expected one of \[(.*)\]", text)
@@ -671,14 +671,12 @@ def _describe_key(key: str, given: Any, text: str) -> str:
     if _find(r"(is not Optional)", text):
         return f"{key}=null: expected a value"
     if _find(r"(is not a ListConfig, list or tuple|Cannot merge DictConfig with ListConfig)", text):
-        return f"{_find(r'Error merging override (.+)', text) or shown}: expected a list, such as [a, b]"
+        return f"{typed}: expected a list, such as [a, b]"
     schema = _find(r"Key '[^']*' not in '([^']+)'", text)
+    if schema in _dataclasses():
+        return _not_a_setting(key, *_schema_named(schema))
     if schema:
-        return (
-            _not_a_setting(key, *_schema_named(schema))
-            if schema in _dataclasses()
-            else f"{key} is not a setting of {schema}"
-        )
+        return f"{key} is not a setting of {schema}"
     return f"{shown}: {first_line(text)}"
 
 

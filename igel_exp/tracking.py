@@ -263,11 +263,12 @@ def _running(run: Run) -> bool:
     return run.info.status == "RUNNING" and bool(run.data.tags.get(PROCESS_TAG)) and liveness(run) is not False
 
 
-def _taken_by(run: Run) -> JobTaken:
-    running, process = _running(run), run.data.tags.get(PROCESS_TAG, "")
-    where = f" (process {process})" if running else ""
-    message = f"another command's run {run.info.run_id} has it {run.info.status}{where}"
-    return JobTaken(message, running=running and liveness(run) is True)
+def _taken_by(holder: Run) -> JobTaken:
+    """What a command that leaves the job to `holder` (one of `_holders`) raises."""
+    running = holder.info.status == "RUNNING"
+    where = f" (process {holder.data.tags[PROCESS_TAG]})" if running else ""
+    message = f"another command's run {holder.info.run_id} has it {holder.info.status}{where}"
+    return JobTaken(message, running=running and liveness(holder) is True)
 
 
 def _step_back_from(identity: str) -> None:
