@@ -66,17 +66,17 @@ from igel_exp.reporting import (
 )
 from igel_exp.tracking import (
     DEFAULT_STORE,
+    HEARTBEATS,
     PARENT_RUN_ENV,
-    PROCESS_TAG,
     REPRODUCE_TAG,
     STORE_ERRORS,
     SWEEP_TAG,
+    alive_tags,
     check_store_uri,
     close_stale_runs,
     job_interrupts,
     no_store,
     open_experiment,
-    process_identity,
     release_job_processes,
     running_jobs,
     sigterm_interrupts,
@@ -336,9 +336,10 @@ class _Parents:
                 tags={
                     REPRODUCE_TAG: f"{self.plan.name} ({self.plan.profile})",
                     "mlflow.note.content": command,
-                    PROCESS_TAG: process_identity(),
+                    **alive_tags(),
                 },
             )
+            HEARTBEATS.start(run.info.run_id, self.uri)
             self.client.set_tag(run.info.run_id, SWEEP_TAG, run.info.run_id)
             self.ids[name] = run.info.run_id
             self.experiment_ids.append(experiment.experiment_id)
@@ -353,6 +354,7 @@ class _Parents:
         """End every parent run with `status`; `why` (a FAILED or KILLED one's reason) becomes its `error` tag, as a
         failed run's."""
         for run_id in self.ids.values():
+            HEARTBEATS.end(run_id)
             if why:
                 self.client.set_tag(run_id, "error", why[:5000])
             self.client.set_terminated(run_id, RunStatus.to_string(status))

@@ -408,31 +408,68 @@ def liveness(run: Run) -> bool | None:
         return None
 
 
+class _Heartbeats:
+    """One thread of this process that tags each of its live runs (a job's, a sweep's or a reproduction's parent) with
+    the time (HEARTBEAT_TAG) every HEARTBEAT_S, so that commands on other machines can tell a run whose process was
+    killed (kill -9, a node's failure) from a live one: close it FAILED, run its job, where they would otherwise leave
+    it RUNNING for ever. A beat the store refuses is skipped and said once a run: the run goes on. The thread runs while
+    some run is beating, and is joined when the last one stops."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.clients: dict[str, mlflow.MlflowClient] = {}  # run id -> a client of its store
+        self.thread: threading.Thread | None = None
+        self.stop = threading.Event()
+
+    def start(self, run_id: str, uri: str | None = None) -> None:
+        with self.lock:
+            self.clients[run_id] = mlflow.MlflowClient(tracking_uri=uri)
+            if self.thread is None:
+                self.stop = threading.Event()
+                self.thread = threading.Thread(target=self._beat, args=(self.stop,), name="igel-heartbeat", daemon=True)
+                self.thread.start()
+
+    def end(self, run_id: str) -> None:
+        with self.lock:
+            self.clients.pop(run_id, None)
+            if self.clients or self.thread is None:
+                return
+            thread, self.thread = self.thread, None
+            self.stop.set()
+        thread.join(timeout=HEARTBEAT_S)  # a beat that waits on a store out of reach must not hold the run's end
+
+    def _beat(self, stop: threading.Event) -> None:
+        refused: set[str] = set()
+        while not stop.wait(HEARTBEAT_S):
+            with self.lock:
+                beating = list(self.clients.items())
+            for run_id, client in beating:
+                try:
+                    client.set_tag(run_id, HEARTBEAT_TAG, f"{time.time():.0f}")
+                except Exception as error:  # the store out of reach a while: later beats may pass
+                    if run_id not in refused:
+                        log.warning("run %s: its heartbeat could not be written: %s", run_id, first_line(error))
+                    refused.add(run_id)
+
+
+HEARTBEATS = _Heartbeats()
+os.register_at_fork(after_in_child=HEARTBEATS.__init__)  # a forked child has no beat thread, and beats no run of ours
+
+
+def alive_tags() -> dict[str, str]:
+    """The tags that a run of this process starts with: which process runs it (PROCESS_TAG) and its first heartbeat,
+    so that it is never without one (HEARTBEATS keeps it fresh)."""
+    return {PROCESS_TAG: process_identity(), HEARTBEAT_TAG: f"{time.time():.0f}"}
+
+
 @contextmanager
 def heartbeat(run_id: str) -> Iterator[None]:
-    """Within: a thread of this process tags the run with the time (HEARTBEAT_TAG) every HEARTBEAT_S, so that commands
-    on other machines can tell a run whose process was killed (kill -9, a node's failure) from a live one: close it
-    FAILED, run its job, where they would otherwise leave it RUNNING for ever. A beat the store refuses is skipped and
-    said once: the run goes on."""
-    client, stop = mlflow.MlflowClient(), threading.Event()
-
-    def beat() -> None:
-        said = False
-        while not stop.wait(HEARTBEAT_S):
-            try:
-                client.set_tag(run_id, HEARTBEAT_TAG, f"{time.time():.0f}")
-            except Exception as error:  # the store out of reach a while: later beats may pass
-                if not said:
-                    log.warning("run %s: its heartbeat could not be written: %s", run_id, first_line(error))
-                said = True
-
-    thread = threading.Thread(target=beat, name="igel-heartbeat", daemon=True)
-    thread.start()
+    """Within: the run's heartbeat is kept fresh (HEARTBEATS)."""
+    HEARTBEATS.start(run_id)
     try:
         yield
     finally:
-        stop.set()
-        thread.join(timeout=HEARTBEAT_S)  # a beat that waits on a store out of reach must not hold the run's end
+        HEARTBEATS.end(run_id)
 
 
 def process_identity(pid: int | None = None) -> str:
@@ -577,8 +614,7 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
     tags = {
         HASH_TAG: config_hash(resolved),
         PROTOCOL_TAG: str(resolved.get("protocol", "faithful")),
-        PROCESS_TAG: process_identity(),
-        HEARTBEAT_TAG: f"{time.time():.0f}",
+        **alive_tags(),
         **({SWEEP_TAG: parent} if parent else {}),
     }
     uri = tracking_uri(tracking.get("uri"))
@@ -842,10 +878,11 @@ class SweepCallback(Callback):
             tags={
                 "igel.sweep_overrides": overrides[:5000],
                 "mlflow.note.content": f"igel-run -m {overrides}",
-                PROCESS_TAG: process_identity(),
+                **alive_tags(),
             },
         )
         self.parent_run_id, self.experiment_id = run.info.run_id, experiment.experiment_id
+        HEARTBEATS.start(self.parent_run_id)  # so that a launcher killed on another machine leaves no RUNNING parent
         client.set_tag(self.parent_run_id, SWEEP_TAG, self.parent_run_id)
         os.environ[PARENT_RUN_ENV] = self.parent_run_id
         os.environ[LAUNCHER_ENV] = str(os.getpid())  # its worker processes (joblib's) stop if it is killed
@@ -863,6 +900,7 @@ class SweepCallback(Callback):
     def _end(self, status: int) -> None:
         if self.parent_run_id is None:
             return
+        HEARTBEATS.end(self.parent_run_id)
         client = mlflow.MlflowClient()
         if status == RunStatus.FAILED:  # the process exits before the sweep's end: an interrupt or a failed job
             client.set_tag(

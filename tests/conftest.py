@@ -158,6 +158,11 @@ def joblib_workers() -> list[int]:
     return [pid for pid, fields in _live_stats(b"popen_loky_posix") if int(fields[1]) == os.getpid()]
 
 
+def heartbeat_threads() -> list[threading.Thread]:
+    """This process's heartbeat threads (tracking.HEARTBEATS): none once its runs have ended."""
+    return [thread for thread in threading.enumerate() if thread.name == "igel-heartbeat"]
+
+
 def _live_stats(named: bytes = b"") -> list[tuple[int, list[str]]]:
     """Each live process whose command line holds `named`, with the fields of /proc/PID/stat after its name."""
     found = []

@@ -10,14 +10,14 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from igel_exp import pipelines
+from igel_exp import pipelines, tracking
 from igel_exp.identity import HASH_TAG
 from igel_exp.pipelines import clustering
 from igel_exp.plan import load_plan
 from igel_exp.reproduce import launch_plan, report_main, reproduce_main, run_plan
-from igel_exp.tracking import PROCESS_TAG, REPRODUCE_TAG, process_identity
+from igel_exp.tracking import HEARTBEAT_TAG, PROCESS_TAG, REPRODUCE_TAG, process_identity
 
-from conftest import TINY_QUICK, joblib_workers
+from conftest import TINY_QUICK, heartbeat_threads, joblib_workers
 
 pytestmark = pytest.mark.slow
 
@@ -59,6 +59,18 @@ def test_reproduce_runs_only_what_is_missing_and_a_rerun_does_nothing(
     assert reproduce(experiments_dir.folder) == 0
     assert len(jobs_in_store(store_uri)) == 2  # no job ran again
     assert capsys.readouterr().out == first
+
+
+def test_a_reproductions_parent_run_says_it_is_alive_until_its_last_job_ends(experiments_dir, store_uri, monkeypatch):
+    """As a sweep's (test_cli.py): a parent run without heartbeats, its command killed on another machine, stayed
+    RUNNING for ever."""
+    monkeypatch.setattr(tracking, "HEARTBEAT_S", 0.05)
+    experiments_dir("tiny", {"encoder.distance": "1", "seed": "0,1,2"}, TABLE)
+    assert reproduce(experiments_dir.folder) == 0
+    parents = mlflow.search_runs(search_all_experiments=True, filter_string=f"tags.`{REPRODUCE_TAG}` = 'tiny (quick)'")
+    jobs = jobs_in_store(store_uri)
+    assert list(parents.status) == ["FINISHED"] and list(jobs.status) == ["FINISHED"] * 3 and not heartbeat_threads()
+    assert float(parents[f"tags.{HEARTBEAT_TAG}"][0]) >= jobs.end_time.max().timestamp() - 1  # beats in whole seconds
 
 
 def test_an_interrupted_reproduction_resumes_where_it_stopped(experiments_dir, store_uri, monkeypatch):

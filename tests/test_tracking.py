@@ -43,6 +43,8 @@ from igel_exp.tracking import (
     use_store,
 )
 
+from conftest import heartbeat_threads
+
 
 def test_flatten_nested_config():
     assert flatten({"a": 1, "b": {"c": [1, 2], "d": {"e": None}}}) == {"a": 1, "b.c": [1, 2], "b.d.e": None}
@@ -312,9 +314,8 @@ def test_a_run_says_it_is_alive_while_it_lasts(store_uri, monkeypatch):
         for step in range(30):  # the main thread writes to the store as the heartbeat's thread does
             logger.metrics({"loss": 1.0 / (step + 1)}, step=step)
             time.sleep(0.05)
-    beats = [thread for thread in threading.enumerate() if thread.name == "igel-heartbeat"]
     run = client.get_run(logger.run_id)
-    assert run.info.status == "FINISHED" and not beats
+    assert run.info.status == "FINISHED" and not heartbeat_threads()
     last = float(run.data.tags[HEARTBEAT_TAG])
     assert first + 1 <= last and abs(last - time.time()) < 5  # beats in whole seconds
     assert len(client.get_metric_history(logger.run_id, "loss")) == 30
