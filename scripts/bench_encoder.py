@@ -18,10 +18,12 @@ from pathlib import Path
 
 import igraph as ig
 import numpy as np
+import torch
 
 from igel_exp.data import DataContext, load_dataset
 from igel_exp.encoding import IGELEncoder
 from igel_exp.reference import reference_encoding
+from igel_exp.training import hardware
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -84,6 +86,7 @@ def main() -> None:
     parser.add_argument("--er-nodes", type=int, default=20000)
     parser.add_argument("--er-degree", type=float, default=10.0)
     args = parser.parse_args()
+    print(f"machine: {hardware(torch.device('cpu'))}", flush=True)
 
     graphs = {}
     root = data_root(args.data_root)

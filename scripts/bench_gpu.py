@@ -28,9 +28,9 @@ import traceback
 from pathlib import Path
 
 import torch
-from bench_link_prediction import data_root, device_name, end_to_end, run_experiment, throughput
+from bench_link_prediction import data_root, end_to_end, gemm_rate, run_experiment, throughput
 
-from igel_exp.training import resolve_device
+from igel_exp.training import hardware, resolve_device
 
 PARTS = ("tests", "throughput", "facebook", "astroph", "scalability")
 # seconds each part needs at most on an H100/H200, twice what it took on an H200 (a part starts only when that much of
@@ -46,7 +46,7 @@ def maths_tests(device: torch.device) -> None:
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     lines = result.stdout.strip().splitlines()
     print("\n".join(line for line in lines if line.startswith("FAILED")) or "no failures")
-    print(f"maths tests on {device_name(device)}: {lines[-1] if lines else result.stderr.strip()[-300:]}", flush=True)
+    print(f"maths tests on {hardware(device)}: {lines[-1] if lines else result.stderr.strip()[-300:]}", flush=True)
 
 
 def scalability(root, device: torch.device, nodes: int) -> None:
@@ -79,7 +79,8 @@ def main() -> None:
     args = parser.parse_args()
     start = time.perf_counter()
     root, device = data_root(args.data_root), resolve_device(args.device)
-    print(f"device: {device_name(device)}; torch {torch.__version__}; {os.cpu_count()} CPU cores", flush=True)
+    cpu = f"{hardware(torch.device('cpu'))}, float32 products at {gemm_rate():.0f} GFLOP/s a thread"
+    print(f"device: {hardware(device)}; CPU: {cpu}; torch {torch.__version__}", flush=True)
     variants = ([], ["trainer.batch_scale=2"], ["trainer.batch_scale=4"])
     work = {  # each part's runs, each run on its own: a failure prints its traceback and the next run goes on
         "tests": [lambda: maths_tests(device)],

@@ -9,13 +9,12 @@
    for every run after a user's first); prints the time and peak memory of every stage and the AUC.
 2. Throughput on the same walks (one walk of 150 steps from every Facebook node, window 8, 9 negatives,
    d = 256, batches of 250,000 pairs): our trainer's positive pairs per second, with the IGEL model and with
-   free embeddings (DeepWalk's model, the one gensim trains), and with the IGEL model at trainer.precision=bfloat16,
-   next to gensim Word2Vec's (skip-gram, negative
-   sampling, no subsampling, on all the machine's cores) words per second and the positive pairs per second
-   those words hold (gensim shrinks each word's window to a uniform 1..window, about half the pairs of ours).
-   Each side is timed --repeats times, alternating, and its best is kept: on a shared machine gensim swings 2×
-   from run to run. Our trainer runs on --device (auto: the GPU when there is one, as igel-run's
-   trainer.device=auto); gensim always on the CPU.
+   free embeddings (DeepWalk's model, the one gensim trains), and with the IGEL model at trainer.precision=bfloat16
+   (where the CPU has bfloat16 kernels), next to gensim Word2Vec's (skip-gram, negative sampling, no subsampling, on
+   all the machine's cores) words per second and the positive pairs per second those words hold (gensim shrinks each
+   word's window to a uniform 1..window, about half the pairs of ours). Each side is timed --repeats times,
+   alternating, and its best is kept: on a shared machine gensim swings 2× from run to run. Our trainer runs on
+   --device (auto: the GPU when there is one, as igel-run's trainer.device=auto); gensim always on the CPU.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ from igel_exp import pipelines
 from igel_exp.data import DataContext, load_dataset
 from igel_exp.encoding import IGELEncoder
 from igel_exp.models import FreeEmbedding, IGELEmbedding
-from igel_exp.training import SkipGramTrainer, resolve_device
+from igel_exp.training import SkipGramTrainer, emulated_bfloat16, hardware, resolve_device
 from igel_exp.walks import END, CSRGraph, positive_pairs, random_walks
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,7 +76,7 @@ def end_to_end(root: Path, device: torch.device, overrides: list[str], title: st
         root, device, ["experiment=link_prediction", "task.split_cache={store}/splits", *overrides]
     )
     settings = " ".join(overrides) or "experiment defaults"
-    print(f"{title} link prediction, seed 0, {settings}, trainer on {device}: AUC {metrics['auc']:.4f}")
+    print(f"{title} link prediction, seed 0, {settings}, trainer on {hardware(device)}: AUC {metrics['auc']:.4f}")
     print(f"{'stage':<10} {'seconds':>8} {'peak MiB':>9}")
     for stage in STAGES:
         if f"time_{stage}_s" in metrics:
@@ -113,7 +112,7 @@ def throughput(
     cores = os.cpu_count() or 1
     print(
         f"\nthroughput on {len(walks)} walks of {WALK_LENGTH} ({pairs:,} positive pairs), d={DIM}, window {WINDOW},"
-        f" {NEGATIVES} negatives, batches of {BATCH:,} pairs; our trainer on {device_name(device)}"
+        f" {NEGATIVES} negatives, batches of {BATCH:,} pairs; our trainer on {hardware(device)}"
         f" ({torch.get_num_threads()} CPU threads), gensim on {cores} cores; best of {repeats}"
     )
     settings = settings or {"": {}}
@@ -166,8 +165,20 @@ def _gensim(sentences: list[list[str]], walks: np.ndarray, cores: int) -> float:
     return gensim_pairs(walks, WINDOW) / (time.perf_counter() - start)
 
 
-def device_name(device: torch.device) -> str:
-    return torch.cuda.get_device_name(device) if device.type == "cuda" else "the CPU"
+def gemm_rate(repeats: int = 5) -> float:
+    """float32 GFLOP/s of one CPU thread on Facebook's largest product (4,039 × 364 by 364 × 256), best of `repeats`:
+    the speed that bounds the IGEL model's steps here, printed so that figures taken on different hosts compare (this
+    project's 2-core machine has given 31 and some 80)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    left, right = torch.rand(4039, 364), torch.rand(364, 256)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        left @ right
+        best = min(best, time.perf_counter() - start)
+    torch.set_num_threads(threads)
+    return 2 * 4039 * 364 * 256 / best / 1e9
 
 
 def main() -> None:
@@ -180,10 +191,15 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="extra igel-run overrides for the end-to-end run")
     args = parser.parse_args()
     root, device = data_root(args.data_root), resolve_device(args.device)
+    print(f"machine: {hardware(torch.device('cpu'))}; float32 products at {gemm_rate():.0f} GFLOP/s on one thread")
     if not args.skip_end_to_end:
         end_to_end(root, device, args.overrides)
     if not args.skip_throughput:
-        throughput(root, device, args.repeats, {"": {}, " (bfloat16)": {"precision": "bfloat16"}})
+        settings = {"": {}, " (bfloat16)": {"precision": "bfloat16"}}
+        if emulated_bfloat16(device):  # some 2 minutes a repeat for nothing: float32 is the faster there
+            print("\nbfloat16 not timed: this CPU has no bfloat16 kernels (its products run emulated)")
+            del settings[" (bfloat16)"]
+        throughput(root, device, args.repeats, settings)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@ import sys
 import time
 
 import numpy as np
+import torch
+
+from igel_exp.training import hardware
 
 ORDER = ["generate", "encode", "walks", "train"]
 
@@ -137,6 +140,7 @@ def main() -> None:
         nodes, distance = map(int, args.point.split(","))
         print(json.dumps(measure(nodes, distance, args.degree, args.train_walks, args.threads, args.overrides)))
         return
+    print(f"machine: {hardware(torch.device('cpu'))}", flush=True)
     for nodes, distance in itertools.product(args.nodes, args.distances):
         command = [sys.executable, __file__, "--point", f"{nodes},{distance}", "--degree", str(args.degree)]
         command += ["--train-walks", str(args.train_walks)] + (["--threads", str(args.threads)] if args.threads else [])

@@ -23,7 +23,7 @@ from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import ConfigError, DataError
 from igel_exp.models import IGELEmbedding, NodeClassifier, predict_labels, restrict_to_seen
 from igel_exp.pipelines import check_before, pipeline
-from igel_exp.pipelines.common import Stages, build_encoder, load, skipgram_trainer
+from igel_exp.pipelines.common import Stages, build_encoder, load, skipgram_trainer, tag_device
 from igel_exp.saved_model import IGELModel
 from igel_exp.tasks.node_classification import micro_f1, multilabel_scores
 from igel_exp.tracking import RunLogger, tracked_run
@@ -47,7 +47,8 @@ def node_classification(config: DictConfig) -> dict[str, float]:
         with stages("load"):
             dataset = _checked(load(config), use_features)
         logger.metrics({**dataset.report.as_metrics(), **_numbers(dataset.report.extra)})
-        logger.tags({"device": device, "dataset_layout": dataset.report.extra.get("layout", "")})
+        tag_device(logger, device, settings.precision)
+        logger.tags({"dataset_layout": dataset.report.extra.get("layout", "")})
         vertices = np.concatenate([dataset.splits[name].vertices for name in SPLITS])
         bounds = np.cumsum([0] + [len(dataset.splits[name].vertices) for name in SPLITS])
         ranges = {name: np.arange(bounds[i], bounds[i + 1]) for i, name in enumerate(SPLITS)}
