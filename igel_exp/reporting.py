@@ -33,12 +33,13 @@ from mlflow.tracking import MlflowClient
 from igel_exp.errors import ConfigError
 from igel_exp.identity import ADDED_DEFAULTS, HASH_TAG, NOT_IDENTITY, REUSED_TAG
 from igel_exp.plan import DEFAULT_PROTOCOL, Column, Job, Plan, matches, protocol_of, same_value
-from igel_exp.tracking import store_call, store_exists
+from igel_exp.tracking import HARDWARE_TAG, store_call, store_exists
 
 FORMATS = ("markdown", "csv", "html")
 SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html"}
 MISSING_SHOWN = 12  # missing runs listed per reason; the rest are counted
 METRICS_SHOWN = 6  # a column's metric that no run has: the runs' metrics named in its error, the closest first
+TIMING = "time_"  # metrics named so measure the machine as much as the method: see hardware_notes
 MATCHED_SHARE = 0.75  # of the cells a perfect reproduction would match (Table.chance), to call a table reproduced
 
 
@@ -55,6 +56,7 @@ class StoredRun:
     params: Mapping[str, str] = field(default_factory=dict)  # the flattened config, as MLflow keeps it (strings)
     end_time: int = 0  # ms, 0 while running
     reused: bool = False  # took its embeddings from another run (task.reuse_embeddings): it did not train
+    hardware: str = ""  # what it ran on (tag device_name, training.hardware; "" for runs made before the tag)
 
     @property
     def seconds(self) -> float | None:
@@ -207,6 +209,7 @@ def load_runs(uri: str, experiments: Iterable[str]) -> list[StoredRun]:
                         dict(run.data.params),
                         run.info.end_time or 0,
                         REUSED_TAG in run.data.tags,
+                        run.data.tags.get(HARDWARE_TAG, ""),
                     )
                 )
         token = page.token
@@ -330,10 +333,26 @@ def build_table(plan: Plan, runs: Iterable[StoredRun], notes: Sequence[str] = ()
         labels = [_row_label(plan, tuple(entry[key] for key in spec.rows)) for entry in outside]
         more = f"; … and {len(labels) - MISSING_SHOWN} more" if len(labels) > MISSING_SHOWN else ""
         notes.append(f"paper rows that this profile's sweep does not run: {'; '.join(labels[:MISSING_SHOWN])}{more}")
+    if any(column.metric.startswith(TIMING) for column in spec.columns):
+        notes += hardware_notes([finished[job.hash] for job in plan.jobs if job.hash in finished])
     planned, pending = planned_jobs(plan, finished)
     if pending:
         notes.append(f"{pending} more runs, the chosen points' other seeds, are planned once the selection has run")
     return Table(plan, rows, cells, _missing(plan, planned, runs, finished), len(planned) + pending, notes, rerun)
+
+
+def hardware_notes(runs: Sequence[StoredRun]) -> list[str]:
+    """What a table's timed runs ran on: timings compare only on the same hardware (a cluster's nodes differ, and a
+    shared machine's host changes from day to day)."""
+    counts: dict[str, int] = {}
+    for run in runs:
+        name = run.hardware or "hardware not recorded (runs made before igel-exp tagged it)"
+        counts[name] = counts.get(name, 0) + 1
+    if len(counts) <= 1:
+        return [f"timed on {name}" for name in counts]
+    ranked = sorted(counts.items(), key=lambda item: -item[1])
+    kinds = "; ".join(f"{name}: {count} run{'s' * (count > 1)}" for name, count in ranked)
+    return [f"timed on {len(counts)} kinds of hardware, whose timings do not compare: {kinds}"]
 
 
 def check_metrics(plan: Plan, finished: Mapping[str, StoredRun]) -> None:

@@ -24,6 +24,7 @@ from igel_exp.identity import HASH_TAG
 from igel_exp.tasks.scalability import seed_means, slopes
 from igel_exp.tracking import (
     DEFAULT_STORE,
+    HARDWARE_TAG,
     SWEEP_TAG,
     check_store_uri,
     finished_runs,
@@ -106,6 +107,8 @@ def scalability_report(
     if value not in runs:
         raise DataError(f"the runs have no metric {metric!r}; try time_total_s, time_train_s or peak_rss_mib")
     _check_same_settings(runs)
+    if metric.startswith("time_"):
+        _check_same_hardware(runs)
     runs = runs.assign(**{key: pd.to_numeric(runs[key]) for key in (NODES, DEGREE, ALPHA)}).dropna(subset=[value])
     by_size = seed_means(runs[runs[DEGREE] == degree], NODES, ALPHA, value)
     by_degree = seed_means(runs[runs[NODES] == nodes], DEGREE, ALPHA, value)
@@ -144,6 +147,17 @@ def _check_same_settings(runs: pd.DataFrame) -> None:
                 f"the runs differ in {column.removeprefix('params.')} ({', '.join(map(str, sorted(values)))}):"
                 " pick the sweeps to plot with --sweep PARENT_RUN_ID"
             )
+
+
+def _check_same_hardware(runs: pd.DataFrame) -> None:
+    """Timings of runs on different hardware (a cluster's nodes, a shared machine whose host changed) make no curve.
+    Runs made before igel-exp tagged their hardware are not counted."""
+    kinds = runs.get(f"tags.{HARDWARE_TAG}", pd.Series(dtype=object)).dropna().unique()
+    if len(kinds) > 1:
+        raise DataError(
+            f"the runs ran on {len(kinds)} kinds of hardware ({'; '.join(sorted(kinds))}), whose timings do not"
+            " compare: pick the sweeps to plot with --sweep PARENT_RUN_ID"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -14,6 +14,7 @@ from igel_exp.identity import HASH_TAG
 from igel_exp.plan import load_plan
 from igel_exp.reporting import Aggregate, Cell, Missing, _number, aggregate, build_table, load_runs
 from igel_exp.reproduce import report_main
+from igel_exp.tracking import HARDWARE_TAG
 
 CORRELATIONS = {
     "table": "Correlations",
@@ -39,15 +40,22 @@ class Store:
         self.ids: dict[str, str] = {}
         self.clock = 1_000_000
 
-    def log(self, job, metrics: dict, status: str = "FINISHED", error: str | None = None, changed=None) -> str:
-        """A run of `job`; with `changed` ({key: value}), a run of it under other settings (another identity)."""
+    def log(
+        self, job, metrics: dict, status: str = "FINISHED", error: str | None = None, changed=None, hardware=None
+    ) -> str:
+        """A run of `job`; with `changed` ({key: value}), a run of it under other settings (another identity); with
+        `hardware`, the tag of what it ran on."""
         name = str(job.config.name)
         if name not in self.ids:
             found = self.client.get_experiment_by_name(name)
             self.ids[name] = found.experiment_id if found else self.client.create_experiment(name)
         self.clock += 1000  # start times in logging order: the latest run of a config is the one that counts
         identity = job.hash if changed is None else "0" * 16
-        tags = {HASH_TAG: identity, **({"error": error} if error else {})}
+        tags = {
+            HASH_TAG: identity,
+            **({"error": error} if error else {}),
+            **({HARDWARE_TAG: hardware} if hardware else {}),
+        }
         run = self.client.create_run(self.ids[name], start_time=self.clock, tags=tags)
         for key, value in metrics.items():
             self.client.log_metric(run.info.run_id, key, value)
@@ -246,6 +254,27 @@ def test_paper_rows_outside_the_sweep_are_noted(experiments_dir, store_uri):
     assert table.rows == [(1,)] and table.notes == [
         "paper rows that this profile's sweep does not run: encoder.distance=3"
     ]
+
+
+@pytest.mark.parametrize("kinds", [1, 2])
+def test_a_timed_table_says_what_its_runs_ran_on_and_when_that_differs(experiments_dir, store_uri, kinds):
+    """A scalability table whose runs came from two cluster nodes, or from two days of a shared machine whose host
+    changed, showed timings that do not compare, and nothing said so."""
+    timed = {**CORRELATIONS, "columns": {"Runtime (s)": "time_total_s", "PageRank": "spearman_pagerank"}}
+    plan = load_plan(experiments_dir("timed", {"encoder.distance": "1", "seed": "range(3)"}, timed), "full")
+    store, epyc = Store(store_uri), "AMD EPYC (AVX2, family 23 model 1, 2 cores)"
+    for job, hardware in zip(plan.jobs, [epyc, epyc, epyc if kinds == 1 else None], strict=True):
+        store.log(job, {"time_total_s": 10.0, "spearman_pagerank": 0.5}, hardware=hardware)
+    notes = build_table(plan, load_runs(store_uri, plan.experiments)).notes
+    if kinds == 1:
+        assert notes == [f"timed on {epyc}"]
+    else:
+        assert notes == [
+            f"timed on 2 kinds of hardware, whose timings do not compare: {epyc}: 2 runs; hardware not recorded"
+            " (runs made before igel-exp tagged it): 1 run"
+        ]
+    untimed = load_plan(experiments_dir("untimed", {"encoder.distance": "1", "seed": "range(3)"}, CORRELATIONS), "full")
+    assert build_table(untimed, load_runs(store_uri, untimed.experiments)).notes == []
 
 
 def test_report_of_an_absent_store_lists_every_run_and_creates_nothing(experiments_dir, tmp_path, capsys):

@@ -18,7 +18,7 @@ from igel_exp.memory import MemoryBudget, PeakMeter
 from igel_exp.models import FreeEmbedding, IGELEmbedding, distance_scaled_weight, embed_all
 from igel_exp.pipelines import data_context
 from igel_exp.saved_model import IGELModel
-from igel_exp.tracking import RunLogger
+from igel_exp.tracking import HARDWARE_TAG, RunLogger
 from igel_exp.training import (
     MIN_STEPS,
     SkipGramTrainer,
@@ -198,7 +198,7 @@ def tag_device(logger: RunLogger, device: torch.device, precision: str) -> None:
     warn where trainer.precision=bfloat16 would run emulated there."""
     name = hardware(device)
     log.info("training on %s: %s", device, name)
-    logger.tags({"device": device, "device_name": name})
+    logger.tags({"device": device, HARDWARE_TAG: name})
     if precision == "bfloat16" and emulated_bfloat16(device):
         log.warning(
             "trainer.precision=bfloat16 on a CPU without bfloat16 kernels (%s): its products run emulated, some 17 "
