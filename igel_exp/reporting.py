@@ -33,13 +33,12 @@ from mlflow.tracking import MlflowClient
 from igel_exp.errors import ConfigError
 from igel_exp.identity import ADDED_DEFAULTS, HASH_TAG, NOT_IDENTITY, REUSED_TAG
 from igel_exp.plan import DEFAULT_PROTOCOL, Column, Job, Plan, matches, protocol_of, same_value
-from igel_exp.tracking import HARDWARE_TAG, store_call, store_exists
+from igel_exp.tracking import HARDWARE_TAG, TIMING, store_call, store_exists
 
 FORMATS = ("markdown", "csv", "html")
 SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html"}
 MISSING_SHOWN = 12  # missing runs listed per reason; the rest are counted
 METRICS_SHOWN = 6  # a column's metric that no run has: the runs' metrics named in its error, the closest first
-TIMING = "time_"  # metrics named so measure the machine as much as the method: see hardware_notes
 MATCHED_SHARE = 0.75  # of the cells a perfect reproduction would match (Table.chance), to call a table reproduced
 
 

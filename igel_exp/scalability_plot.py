@@ -26,6 +26,7 @@ from igel_exp.tracking import (
     DEFAULT_STORE,
     HARDWARE_TAG,
     SWEEP_TAG,
+    TIMING,
     check_store_uri,
     finished_runs,
     no_store,
@@ -107,7 +108,7 @@ def scalability_report(
     if value not in runs:
         raise DataError(f"the runs have no metric {metric!r}; try time_total_s, time_train_s or peak_rss_mib")
     _check_same_settings(runs)
-    if metric.startswith("time_"):
+    if metric.startswith(TIMING):
         _check_same_hardware(runs)
     runs = runs.assign(**{key: pd.to_numeric(runs[key]) for key in (NODES, DEGREE, ALPHA)}).dropna(subset=[value])
     by_size = seed_means(runs[runs[DEGREE] == degree], NODES, ALPHA, value)

@@ -388,7 +388,8 @@ def _probe_write(folder: Path) -> None:
 
 PROCESS_TAG = "igel.process"  # "<host> <pid> <start>" of the process that runs it: see close_stale_runs
 STALE_TAG = "igel.closed_stale"  # on a run that close_stale_runs closed: when, and by which process
-HARDWARE_TAG = "device_name"  # what a run trained on (training.hardware): timings compare only on the same
+HARDWARE_TAG = "device_name"  # what a run trained on (training.hardware): its timings compare only on the same
+TIMING = "time_"  # the prefix of a run's timings (time_<stage>_s), which measure the hardware as much as the method
 HEARTBEAT_TAG = "igel.heartbeat"  # Unix time (s) at which the run's process last said it is alive: see heartbeat
 HEARTBEAT_S = 60.0  # how often a run's process says so
 # a run of another machine whose process has not said so for this long is taken for dead (killed, its machine down):

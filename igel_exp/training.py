@@ -76,7 +76,9 @@ def hardware(device: torch.device) -> str:
     except (OSError, ValueError):  # not Linux
         fields = {}
     model = fields.get("model name") or platform.processor() or platform.machine() or "CPU"
-    family = f", family {fields['cpu family']} model {fields['model']}" if "cpu family" in fields else ""
+    family = (
+        f", family {fields['cpu family']} model {fields['model']}" if {"cpu family", "model"} <= fields.keys() else ""
+    )
     return f"{model} ({torch.backends.cpu.get_cpu_capability()}{family}, {os.cpu_count()} cores)"
 
 
