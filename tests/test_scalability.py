@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
 
 from igel_exp import pipelines, training
 from igel_exp.errors import BudgetError, ConfigError, DataError
@@ -20,7 +21,7 @@ from igel_exp.scalability_plot import scalability_report
 from igel_exp.tasks.scalability import loglog_slope, seed_means, slopes
 from igel_exp.tracking import HARDWARE_TAG, use_store
 
-from conftest import keep_reading, live_processes, start_training, wait_for_no_process
+from conftest import REPO, keep_reading, live_processes, start_training, wait_for_no_process
 
 TINY = ["experiment=scalability", "dataset.num_nodes=200", "trainer.epochs=1", "trainer.walk_length=10"]
 STAGES = ["generate", "encode", "walks", "train", "total"]
@@ -373,3 +374,16 @@ def test_plot_command_refuses_timings_of_different_hardware(tracking_uri):
     with pytest.raises(DataError, match=r"^the runs ran on 2 kinds of hardware \(AMD EPYC \(AVX2, .*--sweep"):
         scalability_report()
     assert scalability_report(metric="peak_rss_mib").size_slopes  # memory is not the CPU's speed
+
+
+@pytest.mark.parametrize("name", ["scalability_size", "scalability_size_large", "scalability_degree"])
+def test_reproduction_files_sweep_the_figure(name):
+    with initialize_config_dir(config_dir=str(REPO / "experiments"), version_base="1.3"):
+        plan = compose(config_name=name, overrides=["hydra.searchpath=[pkg://igel_exp.conf]"], return_hydra_config=True)
+    params = plan.hydra.sweeper.params
+    assert plan.task.name == "scalability" and plan.reproduce.table == "ScalabilityResults"
+    assert params["encoder.distance"] == "1,2,3"
+    for entry in plan.reproduce.paper:  # the authors' points are points of our sweep
+        for key in plan.reproduce.rows:
+            swept = params[key] if key in params else plan.dataset[key.split(".")[1]]
+            assert str(entry[key]) in str(swept).split(",")
