@@ -60,12 +60,13 @@ def resolve_device(name: str = "auto") -> torch.device:
     return device
 
 
-def hardware(device: torch.device) -> str:
-    """What `device` is: the GPU's name, or the CPU's model with its widest vector instructions, its family and model
-    numbers (x86 Linux) and its cores. A shared machine's host can change from one day to the next (this project's
-    2-core machine has been an AVX-512 EPYC and a first-generation one, family 23 model 1, whose 128-bit FMA units run
-    float32 products at 31 GFLOP/s a core against 75-85: 2.4 times slower on the same runs): timings compare only
-    between runs on the same hardware."""
+def hardware(device: torch.device | None = None) -> str:
+    """What `device` (the CPU by default) is: the GPU's name, or the CPU's model with its widest vector instructions,
+    its family and model numbers (x86 Linux) and its cores. A shared machine's host can change from one day to the
+    next (this project's 2-core machine has been an AVX-512 EPYC and a first-generation one, family 23 model 1, whose
+    128-bit FMA units run float32 products at 31 GFLOP/s a core against 75-85: 2.4 times slower on the same runs):
+    timings compare only between runs on the same hardware."""
+    device = device or torch.device("cpu")
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     if device.type != "cpu":

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import igraph as ig
 import numpy as np
-import torch
 
 from igel_exp.data import DataContext, load_dataset
 from igel_exp.encoding import IGELEncoder
@@ -86,7 +85,7 @@ def main() -> None:
     parser.add_argument("--er-nodes", type=int, default=20000)
     parser.add_argument("--er-degree", type=float, default=10.0)
     args = parser.parse_args()
-    print(f"machine: {hardware(torch.device('cpu'))}", flush=True)
+    print(f"machine: {hardware()}", flush=True)
 
     graphs = {}
     root = data_root(args.data_root)

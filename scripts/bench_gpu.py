@@ -28,7 +28,7 @@ import traceback
 from pathlib import Path
 
 import torch
-from bench_link_prediction import data_root, end_to_end, gemm_rate, run_experiment, throughput
+from bench_link_prediction import data_root, end_to_end, machine, run_experiment, throughput
 
 from igel_exp.training import hardware, resolve_device
 
@@ -79,8 +79,7 @@ def main() -> None:
     args = parser.parse_args()
     start = time.perf_counter()
     root, device = data_root(args.data_root), resolve_device(args.device)
-    cpu = f"{hardware(torch.device('cpu'))}, float32 products at {gemm_rate():.0f} GFLOP/s a thread"
-    print(f"device: {hardware(device)}; CPU: {cpu}; torch {torch.__version__}", flush=True)
+    print(f"device: {hardware(device)}; CPU: {machine()}; torch {torch.__version__}", flush=True)
     variants = ([], ["trainer.batch_scale=2"], ["trainer.batch_scale=4"])
     work = {  # each part's runs, each run on its own: a failure prints its traceback and the next run goes on
         "tests": [lambda: maths_tests(device)],

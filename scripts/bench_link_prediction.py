@@ -165,6 +165,11 @@ def _gensim(sentences: list[list[str]], walks: np.ndarray, cores: int) -> float:
     return gensim_pairs(walks, WINDOW) / (time.perf_counter() - start)
 
 
+def machine() -> str:
+    """The CPU and its float32 products' speed on one thread (gemm_rate): how figures of different hosts compare."""
+    return f"{hardware()}, float32 products at {gemm_rate():.0f} GFLOP/s on one thread"
+
+
 def gemm_rate(repeats: int = 5) -> float:
     """float32 GFLOP/s of one CPU thread on Facebook's largest product (4,039 × 364 by 364 × 256), best of `repeats`:
     the speed that bounds the IGEL model's steps here, printed so that figures taken on different hosts compare (this
@@ -191,7 +196,7 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="extra igel-run overrides for the end-to-end run")
     args = parser.parse_args()
     root, device = data_root(args.data_root), resolve_device(args.device)
-    print(f"machine: {hardware(torch.device('cpu'))}; float32 products at {gemm_rate():.0f} GFLOP/s on one thread")
+    print(f"machine: {machine()}")
     if not args.skip_end_to_end:
         end_to_end(root, device, args.overrides)
     if not args.skip_throughput:

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import mlflow
-import torch
 
 from igel_exp.training import hardware
 
@@ -54,7 +53,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=3)
     arguments = parser.parse_args()
-    print(f"machine: {hardware(torch.device('cpu'))}", flush=True)
+    print(f"machine: {hardware()}", flush=True)
     best = {protocol: [float("inf"), float("inf")] for protocol in PROTOCOLS}  # training, whole run
     for round_ in range(1, arguments.repeats + 1):
         for protocol in PROTOCOLS:

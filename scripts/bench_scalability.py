@@ -31,7 +31,6 @@ ORDER = ["generate", "encode", "walks", "train"]
 
 
 def measure(nodes: int, distance: int, degree: float, train_walks: int, threads: int | None, extra: list[str]) -> dict:
-    import torch
     from hydra import compose, initialize_config_module
 
     from igel_exp.pipelines import common
@@ -140,7 +139,7 @@ def main() -> None:
         nodes, distance = map(int, args.point.split(","))
         print(json.dumps(measure(nodes, distance, args.degree, args.train_walks, args.threads, args.overrides)))
         return
-    print(f"machine: {hardware(torch.device('cpu'))}", flush=True)
+    print(f"machine: {hardware()}", flush=True)
     for nodes, distance in itertools.product(args.nodes, args.distances):
         command = [sys.executable, __file__, "--point", f"{nodes},{distance}", "--degree", str(args.degree)]
         command += ["--train-walks", str(args.train_walks)] + (["--threads", str(args.threads)] if args.threads else [])

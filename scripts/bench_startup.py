@@ -23,8 +23,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
-
 from igel_exp.training import hardware
 
 HERE = Path(__file__).resolve().parents[1]
@@ -58,7 +56,7 @@ def main() -> None:
     parser.add_argument("--against", type=Path, help="another checkout of igel-exp, timed alternately with this one")
     parser.add_argument("overrides", nargs="*", help="igel-run overrides for the tiny job")
     arguments = parser.parse_args()
-    print(f"machine: {hardware(torch.device('cpu'))}", flush=True)
+    print(f"machine: {hardware()}", flush=True)
     checkouts = {"this checkout": HERE}
     if arguments.against is not None:
         checkouts[str(arguments.against)] = arguments.against.resolve()

@@ -18,7 +18,7 @@ from igel_exp import pipelines, tracking
 from igel_exp.cli import embed as embed_main
 from igel_exp.cli import main, one_line_errors
 from igel_exp.errors import BudgetError, ConfigError
-from igel_exp.tracking import HEARTBEAT_TAG, use_store
+from igel_exp.tracking import HARDWARE_TAG, HEARTBEAT_TAG, use_store
 from igel_exp.training import emulated_bfloat16, hardware
 
 from conftest import (
@@ -298,10 +298,9 @@ def test_a_run_names_its_hardware_and_warns_where_bfloat16_would_run_emulated(
     """bfloat16, the documented setting for speed on CPUs with AVX512-BF16, ran 12 times slower than float32 on an
     AVX2 CPU (Facebook's trainer bench: 0.07 M against 0.84 M pairs/s), and nothing said so."""
     pipelines.run(compose_config(*QUICK, f"trainer.precision={precision}", "trainer.device=cpu"))
-    cpu = torch.device("cpu")
-    assert runs(tmp_path)["tags.device_name"].tolist() == [hardware(cpu)]
+    assert runs(tmp_path)[f"tags.{HARDWARE_TAG}"].tolist() == [hardware()]
     warned = [record.message for record in caplog.records if "run emulated" in record.message]
-    assert len(warned) == (precision == "bfloat16" and emulated_bfloat16(cpu))
+    assert len(warned) == (precision == "bfloat16" and emulated_bfloat16(torch.device("cpu")))
 
 
 def test_same_seed_same_embeddings_and_metrics(compose_config, tracking_uri, tmp_path):
