@@ -6,6 +6,10 @@ training) costs REUSE_S. Any other job's seconds come from the first of these th
 2. the store: the FINISHED runs of its kind (the first entry of the cost model whose `match` it has), scaled by
    work: start_s + median((duration - start_s) / work) × the job's work;
 3. the cost model, igel_exp/costs.yaml: start_s + per_unit_s × work, measured a thread per job on 2 cores.
+In 1 and 2 only the runs timed on the hardware the job would run on here count (training.hardware of its
+trainer.device, as its run will tag it), where the store has some: a cluster's nodes, a GPU box and a laptop time the
+same run 2 to 10 times apart, and so does a shared machine whose host changed. Where it has none, all of them count,
+and the estimate says so (their source ends in OTHER_HARDWARE).
 A run's work is what its skip-gram trainer does: epochs × walks_per_node × walk_length × (2·window + negatives)
 walk-position scores, times |V| where the config has it (dataset.num_nodes: generated graphs; a named dataset's
 size is part of its kind); for the supervised trainer (PPI) its epochs, at most trainer.epochs and, as early
@@ -20,10 +24,11 @@ the estimate of a store that has runs of a kind already follows them (steps 1 an
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,11 +39,13 @@ from igel_exp.identity import NOT_IDENTITY
 from igel_exp.pipelines.reuse import embedding_key
 from igel_exp.plan import Job, matches
 from igel_exp.reporting import StoredRun
+from igel_exp.training import hardware, resolve_device
 
 COSTS = "costs.yaml"  # in the igel_exp package
 WORK_KEYS = ("trainer.epochs", "trainer.walks_per_node", "trainer.walk_length", "trainer.window", "trainer.negatives")
 EPOCHS_PAST_PATIENCE = 50  # a supervised run's best epoch, assumed: it then stops `patience` epochs later
 REUSE_S = 5.0  # a run that reuses an earlier run's embeddings: load, cluster, score (median of 80 such runs: 5.0 s)
+OTHER_HARDWARE = " (timed on other hardware, or before runs named theirs)"
 
 
 @dataclass(frozen=True)
@@ -57,11 +64,38 @@ class Duration:
     params: Mapping[str, str]
     seconds: float
     reused: bool = False  # it took its embeddings from another run: not a training's cost
+    hardware: str = ""  # what it ran on (StoredRun.hardware; "" for runs made before igel-exp tagged it)
 
 
 def finished_durations(runs: Iterable[StoredRun]) -> list[Duration]:
     """The durations of a store's FINISHED runs, those that reused another run's embeddings marked as such."""
-    return [Duration(run.params, run.seconds, run.reused) for run in runs if run.status == "FINISHED" and run.seconds]
+    return [
+        Duration(run.params, run.seconds, run.reused, run.hardware)
+        for run in runs
+        if run.status == "FINISHED" and run.seconds
+    ]
+
+
+@functools.cache
+def device_hardware(device: str) -> str | None:
+    """What a run with trainer.device=`device` would train on here (training.hardware, as its run tags it); None where
+    this machine lacks that device (a sweep planned on a cluster's login node for its GPU nodes)."""
+    try:
+        return hardware(resolve_device(device))
+    except ConfigError:
+        return None
+
+
+def job_hardware(flat: Mapping[str, Any]) -> str | None:
+    """What a job (its flattened config) would train on here."""
+    return device_hardware(str(flat.get("trainer.device", "auto")))
+
+
+def timed_here(timings: Sequence[tuple[str, float]], here: str | None) -> tuple[list[float], str]:
+    """The values of (hardware, value) timings made on `here` where there are some, else all of them; and what to add
+    to their source: nothing, or OTHER_HARDWARE."""
+    same = [value for kind, value in timings if here is not None and kind == here]
+    return (same, "") if same else ([value for _, value in timings], OTHER_HARDWARE)
 
 
 @dataclass
@@ -128,33 +162,43 @@ def point_signature(flat: Mapping[str, Any]) -> frozenset:
 
 
 class Estimator:
-    """Seconds per job from the store's finished runs (`durations`), else from the cost model (`kinds`)."""
+    """Seconds per job from the store's finished runs (`durations`), else from the cost model (`kinds`); `hardware`
+    tells what a job (its flattened config) would run on, whose runs are preferred."""
 
-    def __init__(self, durations: Iterable[Duration], kinds: Sequence[Kind]):
-        self.kinds = list(kinds)
-        self.by_point: dict[frozenset, list[float]] = {}
-        self.rates: dict[int, list[float]] = {}  # kind index -> the store's seconds per unit of work
+    def __init__(
+        self,
+        durations: Iterable[Duration],
+        kinds: Sequence[Kind],
+        hardware: Callable[[Mapping[str, Any]], str | None] = job_hardware,
+    ):
+        self.kinds, self.hardware = list(kinds), hardware
+        self.by_point: dict[frozenset, list[tuple[str, float]]] = {}  # (hardware, seconds) of each run of a point
+        self.rates: dict[int, list[tuple[str, float]]] = {}  # kind index -> (hardware, seconds per unit of work)
         for run in durations:
-            self.by_point.setdefault(point_signature(run.params), []).append(run.seconds)
+            self.by_point.setdefault(point_signature(run.params), []).append((run.hardware, run.seconds))
             index = None if run.reused else self._kind(run.params)
             if index is not None:
                 kind = self.kinds[index]
-                self.rates.setdefault(index, []).append(max(run.seconds - kind.start_s, 0.0) / work(run.params))
+                rate = max(run.seconds - kind.start_s, 0.0) / work(run.params)
+                self.rates.setdefault(index, []).append((run.hardware, rate))
 
     def _kind(self, flat: Mapping[str, Any]) -> int | None:
         return next((index for index, kind in enumerate(self.kinds) if matches(flat, kind.match)), None)
 
     def job(self, job: Job) -> tuple[float | None, str]:
         """The job's seconds and where they come from: store (point), store (kind), cost model, or none."""
+        here = self.hardware(job.flat)
         same_point = self.by_point.get(point_signature(job.flat))
         if same_point:
-            return statistics.median(same_point), "the store's runs of the same grid point"
+            seconds, where = timed_here(same_point, here)
+            return statistics.median(seconds), f"the store's runs of the same grid point{where}"
         index = self._kind(job.flat)
         if index is None:
             return None, "no estimate (a kind the cost model lacks)"
         kind = self.kinds[index]
         if index in self.rates:
-            return kind.start_s + statistics.median(self.rates[index]) * work(job.flat), "the store's runs of its kind"
+            rates, where = timed_here(self.rates[index], here)
+            return kind.start_s + statistics.median(rates) * work(job.flat), f"the store's runs of its kind{where}"
         return kind.start_s + kind.per_unit_s * work(job.flat), f"the cost model ({COSTS})"
 
     def jobs(self, jobs: Iterable[Job], extra: int = 0, trained: set[str] | None = None) -> Estimate:

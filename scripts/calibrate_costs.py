@@ -7,7 +7,8 @@ over those runs (start_s is kept: it is the part of a run that does not grow wit
 their numbers. Prints the kinds with the number of runs behind each; --write rewrites the refitted kinds' per_unit_s in
 igel_exp/costs.yaml (its comments stay: update their dates and machine). Run it after the trainer changes or on another
 kind of machine, on a store where tables ran a thread per job, two jobs at a time (`hydra/launcher=joblib
-hydra.launcher.n_jobs=2 threads=1`), as the costs were measured. Runs that reused another's embeddings are left out.
+hydra.launcher.n_jobs=2 threads=1`), as the costs were measured. Runs that reused another's embeddings are left out,
+and of a kind with runs on this machine's CPU (the tag device_name) only those count: the costs are this machine's.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from pathlib import Path
 
 import mlflow
 
-from igel_exp.estimate import Duration, Estimator, finished_durations, load_kinds
+from igel_exp.estimate import Duration, Estimator, finished_durations, load_kinds, timed_here
 from igel_exp.reporting import load_runs
+from igel_exp.training import hardware
 
 COSTS = Path(__file__).resolve().parents[1] / "igel_exp" / "costs.yaml"
 
@@ -38,14 +40,17 @@ def main() -> None:
     arguments = parser.parse_args()
     kinds = load_kinds(COSTS.read_text())
     fitted = Estimator(durations(arguments.tracking_uri), kinds).rates  # per kind: the runs' seconds per unit
+    here = hardware()
+    print(f"fitting to the runs timed on this machine's CPU, {here}, where the store has some")
     refitted = {}  # kind index -> its new per_unit_s, for the kinds the store has runs of
     for index, kind in enumerate(kinds):
-        runs = fitted.get(index, [])
+        runs, where = timed_here(fitted.get(index, []), here)
         if runs:
             refitted[index] = statistics.median(runs)
         match = ", ".join(f"{key}: {value}" for key, value in kind.match.items())
         rate = refitted.get(index, kind.per_unit_s)
-        print(f"  - {{match: {{{match}}}, start_s: {kind.start_s:g}, per_unit_s: {rate:.4g}}}  # {len(runs)} runs")
+        counted = f"{len(runs)} runs{where if runs else ''}"
+        print(f"  - {{match: {{{match}}}, start_s: {kind.start_s:g}, per_unit_s: {rate:.4g}}}  # {counted}")
     if arguments.write:  # the refitted kinds' per_unit_s in place: the other kinds and the comments stay as they are
         lines, index = COSTS.read_text().splitlines(keepends=True), 0
         for number, line in enumerate(lines):

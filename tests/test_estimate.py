@@ -3,7 +3,17 @@
 import pytest
 
 from igel_exp.errors import ConfigError
-from igel_exp.estimate import REUSE_S, Duration, Estimator, Kind, duration_text, load_kinds, work
+from igel_exp.estimate import (
+    OTHER_HARDWARE,
+    REUSE_S,
+    Duration,
+    Estimator,
+    Kind,
+    duration_text,
+    job_hardware,
+    load_kinds,
+    work,
+)
 from igel_exp.plan import load_plan
 
 from conftest import REPO
@@ -42,11 +52,12 @@ def test_the_store_is_used_before_the_cost_model(experiments_dir):
     assert model.job(one) == (1.0 + 0.5 * work(one.flat), "the cost model (costs.yaml)")
     assert model.job(two) == (2.0 + work(two.flat), "the cost model (costs.yaml)")
     # runs of the same grid point (another seed): their median; of the same kind: their rate, scaled by work
+    here = job_hardware(one.flat)  # this machine, where the jobs would run
     stored = [
-        Duration(params(plan.jobs[1]), 7.0),  # distance 1, seed 1
-        Duration(params(plan.jobs[1]), 9.0),
-        Duration(params(plan.jobs[1]), 20.0),
-        Duration(params(two, **{"trainer.epochs": 2}), 2.0 + 0.3 * work(two.flat) * 2),  # another point of kind 2
+        Duration(params(plan.jobs[1]), 7.0, hardware=here),  # distance 1, seed 1
+        Duration(params(plan.jobs[1]), 9.0, hardware=here),
+        Duration(params(plan.jobs[1]), 20.0, hardware=here),
+        Duration(params(two, **{"trainer.epochs": 2}), 2.0 + 0.3 * work(two.flat) * 2, hardware=here),  # kind 2
     ]
     model = Estimator(stored, kinds)
     assert model.job(one) == (9.0, "the store's runs of the same grid point")
@@ -60,6 +71,38 @@ def test_the_store_is_used_before_the_cost_model(experiments_dir):
         "the mean of the selection runs": 2,
     }
     assert Estimator([], []).job(one) == (None, "no estimate (a kind the cost model lacks)")
+
+
+def test_the_store_s_runs_on_the_hardware_a_job_would_run_on_are_preferred(experiments_dir):
+    plan = load_plan(experiments_dir("tiny", {"encoder.distance": "1,2", "seed": "range(2)"}, TABLE), "quick")
+    one, two = plan.jobs[0], plan.jobs[2]  # distance 1 and 2, seed 0
+    here = job_hardware(one.flat)
+    assert here is not None and here == job_hardware(two.flat)
+    kinds = [Kind({"name": "clustering", "encoder.distance": 1}, 1.0, 1.0), Kind({"name": "clustering"}, 1.0, 1.0)]
+    elsewhere = "NVIDIA H200"  # as a GPU run of the same store would be tagged
+    other_point = params(two, **{"trainer.epochs": 4})  # the kind of both, not the point of either
+    stored = [
+        Duration(params(plan.jobs[1]), 10.0, hardware=here),  # distance 1, seed 1: here, and twice elsewhere
+        Duration(params(plan.jobs[1]), 2.0, hardware=elsewhere),
+        Duration(params(plan.jobs[1]), 3.0, hardware=elsewhere),
+        Duration(other_point, 1.0 + 4.0 * work(other_point), hardware=here),  # 4 s a unit of work here, 0.5 elsewhere
+        Duration(other_point, 1.0 + 0.5 * work(other_point), hardware=elsewhere),
+        Duration(other_point, 1.0 + 0.5 * work(other_point), hardware=elsewhere),
+    ]
+    model = Estimator(stored, kinds)
+    assert model.job(one) == (10.0, "the store's runs of the same grid point")  # not the median of all three, 3.0
+    seconds, source = model.job(two)
+    assert source == "the store's runs of its kind" and seconds == pytest.approx(1.0 + 4.0 * work(two.flat))
+    # where none ran on this hardware, all of them count, and the source says so
+    model = Estimator([run for run in stored if run.hardware != here], kinds)
+    assert model.job(one) == (2.5, f"the store's runs of the same grid point{OTHER_HARDWARE}")
+    seconds, source = model.job(two)
+    assert source == f"the store's runs of its kind{OTHER_HARDWARE}" and seconds == pytest.approx(
+        1 + work(two.flat) / 2
+    )
+    # runs made before the tag ("") are not this hardware's either
+    model = Estimator([Duration(params(plan.jobs[1]), 6.0)], kinds)
+    assert model.job(one) == (6.0, f"the store's runs of the same grid point{OTHER_HARDWARE}")
 
 
 def test_the_shipped_cost_model_covers_every_table_of_the_paper():

@@ -263,6 +263,11 @@ def test_select_then_confirm_runs_the_grid_on_the_selection_seed_then_the_chosen
     assert "Select, then confirm: every grid point runs on seed 0" in text
     assert reproduce_main(["grid", "--profile", "quick", "--experiments", str(experiments_dir.folder)]) == 0
     assert len(jobs_in_store(store_uri)) == 5  # a rerun does nothing
+    capsys.readouterr()
+    # a fourth seed of the chosen point is priced by the point's runs, which name the hardware the job would run on
+    more = ["grid", "--profile", "quick", "--experiments", str(experiments_dir.folder), "--dry-run", "seed=range(4)"]
+    assert reproduce_main(more) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("; 1 from the store's runs of the same grid point")
 
 
 def test_the_dry_run_divides_the_wall_time_among_the_launchers_jobs_up_to_the_cores(experiments_dir, store_uri, capsys):
