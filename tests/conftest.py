@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
@@ -183,6 +184,25 @@ def wait_for_no_process(group: int, timeout_s: float = 60) -> list[int]:
     while (alive := live_processes(group)) and time.monotonic() < deadline:
         time.sleep(0.2)
     return alive
+
+
+@contextlib.contextmanager
+def reaping(process: subprocess.Popen):
+    """On leaving, kill -9 every process of `process`'s group still alive: a failing test leaves none behind."""
+    try:
+        yield
+    finally:
+        for pid in live_processes(process.pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def kill_leaves_no_process(process: subprocess.Popen, lines: list[str]) -> None:
+    """kill -9 of igel-run alone, as a node's out-of-memory killer or a user's `kill -9` does: its jobs' processes must
+    notice by themselves and exit within a minute (`lines`, the output so far, shown if not)."""
+    with reaping(process):
+        process.kill()
+        process.wait()
+        assert wait_for_no_process(process.pid) == [], "".join(lines)[-5000:]
 
 
 def start_training(args: list[str], cwd: Path, jobs: int = 1) -> tuple[subprocess.Popen, list[str]]:

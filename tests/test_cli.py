@@ -26,9 +26,8 @@ from conftest import (
     heartbeat_threads,
     joblib_workers,
     keep_reading,
-    live_processes,
+    kill_leaves_no_process,
     start_training,
-    wait_for_no_process,
 )
 
 QUICK = ["trainer.epochs=1", "trainer.walk_length=20", "progress=false"]
@@ -425,13 +424,7 @@ def test_a_killed_sweep_leaves_no_worker_and_its_runs_end_failed(store_uri, tmp_
     nothing could end, is closed FAILED by the next igel-run on the store."""
     process, lines = start_training([*JOBLIB_SWEEP, "trainer.epochs=100000"], tmp_path, jobs=2)
     keep_reading(process, lines)  # the job's process outlives igel-run: its output must go somewhere
-    try:
-        process.kill()
-        process.wait()
-        assert wait_for_no_process(process.pid) == [], "".join(lines)[-5000:]
-    finally:
-        for pid in live_processes(process.pid):
-            os.kill(pid, signal.SIGKILL)
+    kill_leaves_no_process(process, lines)
     assert sorted(runs(tmp_path).status) == ["FAILED", "FAILED", "RUNNING"]
     use_store(f"sqlite:///{tmp_path / 'mlflow.db'}")  # what the next igel-run, igel-reproduce or igel-report does
     tracked = runs(tmp_path).set_index("run_id")

@@ -21,7 +21,7 @@ from igel_exp.scalability_plot import scalability_report
 from igel_exp.tasks.scalability import loglog_slope, seed_means, slopes
 from igel_exp.tracking import HARDWARE_TAG, use_store
 
-from conftest import REPO, keep_reading, live_processes, start_training, wait_for_no_process
+from conftest import REPO, keep_reading, kill_leaves_no_process, reaping, start_training, wait_for_no_process
 
 TINY = ["experiment=scalability", "dataset.num_nodes=200", "trainer.epochs=1", "trainer.walk_length=10"]
 STAGES = ["generate", "encode", "walks", "train", "total"]
@@ -194,14 +194,11 @@ def ctrl_c(process):
 @pytest.mark.parametrize("stop", [sigterm_to_igel_run, ctrl_c])
 def test_an_interrupted_isolated_job_ends_its_run_failed_and_leaves_no_process(store_uri, tmp_path, stop):
     process, lines = start_training([*TINY, "trainer.epochs=100000"], tmp_path)
-    try:
+    with reaping(process):
         stop(process)
         output = "".join(lines) + process.communicate(timeout=90)[0]
         assert process.returncode == 130, output[-5000:]
         assert wait_for_no_process(process.pid, timeout_s=0) == []
-    finally:
-        for pid in live_processes(process.pid):
-            os.kill(pid, signal.SIGKILL)
     [run] = runs(tmp_path).itertuples()
     assert output.strip().splitlines()[-1] == f"igel-run: interrupted; its run {run.run_id} ended FAILED"
     assert run.status == "FAILED"
@@ -218,13 +215,7 @@ def test_an_isolated_job_stops_when_igel_run_is_killed(store_uri, tmp_path):
     """kill -9 of igel-run: its job's process notices within a second, ends its run FAILED and exits."""
     process, lines = start_training([*TINY, "trainer.epochs=100000"], tmp_path)
     keep_reading(process, lines)  # the job's process outlives igel-run: its output must go somewhere
-    try:
-        process.kill()
-        process.wait()
-        assert wait_for_no_process(process.pid) == [], "".join(lines)[-5000:]
-    finally:
-        for pid in live_processes(process.pid):
-            os.kill(pid, signal.SIGKILL)
+    kill_leaves_no_process(process, lines)
     [run] = runs(tmp_path).itertuples()
     error = mlflow.get_run(run.run_id).data.tags["error"]
     assert (
