@@ -94,7 +94,7 @@ def job_hardware(flat: Mapping[str, Any]) -> str | None:
 def timed_here(timings: Sequence[tuple[str, float]], here: str | None) -> tuple[list[float], str]:
     """The values of (hardware, value) timings made on `here` where there are some, else all of them; and what to add
     to their source: nothing, or OTHER_HARDWARE."""
-    same = [value for kind, value in timings if here is not None and kind == here]
+    same = [value for made_on, value in timings if here is not None and made_on == here]
     return (same, "") if same else ([value for _, value in timings], OTHER_HARDWARE)
 
 
