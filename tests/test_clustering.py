@@ -109,6 +109,18 @@ def test_centralities_are_remembered_by_the_graphs_edges():
         assert not np.allclose(values["degree"], graph.degree())
 
 
+def test_pagerank_is_the_random_surfers_with_damping_0_85():
+    """PageRank as the paper's baselines use it (igraph's default, the authors' too): the stationary distribution of a
+    surfer who follows a random edge with probability 0.85 and jumps to a random node otherwise, by power iteration."""
+    graph = small_graphs()["zachary"]  # connected: no dangling node
+    n, adjacency = graph.vcount(), np.asarray(graph.get_adjacency().data, dtype=float)
+    step = adjacency / adjacency.sum(1, keepdims=True)  # row u: where the surfer goes from u
+    rank = np.full(n, 1 / n)
+    for _ in range(200):
+        rank = 0.15 / n + 0.85 * rank @ step
+    np.testing.assert_allclose(centralities(graph)["pagerank"], rank, rtol=1e-6)
+
+
 @pytest.mark.parametrize("name", ["disconnected", "with_isolated", "zachary", "tree"])
 def test_closeness_counts_unreachable_nodes_at_distance_n_as_igraph_0_7_did(name):
     graph = small_graphs()[name]
