@@ -135,7 +135,10 @@ def test_scores_on_known_embeddings():
     oracle[:, -1] = rng.normal(size=graph.vcount())
     edges = np.asarray(graph.get_edgelist())
     features = hadamard_features(oracle, edges)
-    np.testing.assert_array_equal(features, oracle[edges[:, 0]] * oracle[edges[:, 1]])  # the element-wise product
+    assert features.shape == (len(edges), graph.vcount() + 1)
+    # the element-wise product of the ends' embeddings, on known ones
+    known = hadamard_features(np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), np.array([[0, 2], [1, 1]]))
+    np.testing.assert_array_equal(known, [[5.0, 12.0], [9.0, 16.0]])
     adjacency = np.asarray(graph.get_adjacency().data, dtype=float)
     scores = link_prediction_scores(np.hstack([adjacency, np.eye(graph.vcount())]), split, seed=0)
     assert scores["auc"] > 0.8 and scores["val_auc"] > 0.8  # common neighbours in the Hadamard product
