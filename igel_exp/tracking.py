@@ -447,7 +447,7 @@ class _Heartbeats:
                 beating = list(self.clients.items())
             for run_id, client in beating:
                 try:
-                    client.set_tag(run_id, HEARTBEAT_TAG, f"{time.time():.0f}")
+                    client.set_tag(run_id, HEARTBEAT_TAG, _beat_now())
                 except Exception as error:  # the store out of reach a while: later beats may pass
                     if run_id not in refused:
                         log.warning("run %s: its heartbeat could not be written: %s", run_id, first_line(error))
@@ -461,7 +461,12 @@ os.register_at_fork(after_in_child=HEARTBEATS.__init__)  # a forked child has no
 def alive_tags() -> dict[str, str]:
     """The tags that a run of this process starts with: which process runs it (PROCESS_TAG) and its first heartbeat,
     so that it is never without one (HEARTBEATS keeps it fresh)."""
-    return {PROCESS_TAG: process_identity(), HEARTBEAT_TAG: f"{time.time():.0f}"}
+    return {PROCESS_TAG: process_identity(), HEARTBEAT_TAG: _beat_now()}
+
+
+def _beat_now() -> str:
+    """A heartbeat's value: the Unix time in whole seconds, as `liveness` reads it back."""
+    return f"{time.time():.0f}"
 
 
 @contextmanager
