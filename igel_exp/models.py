@@ -19,7 +19,10 @@ from torch import nn
 from igel_exp.errors import ConfigError
 from igel_exp.walks import positive_pairs, widest_window
 
+# torch's notices on the CSR matrices this module builds (from CSR arrays already in order, so unchecked on purpose):
+# CSR support in beta, and (torch 2.11 on CUDA, on every matrix, even with check_invariants=False) unchecked invariants
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
 
 
 # trainer.precision → the dtype of the products of X's dense columns with W and with W's gradient, the arithmetic of

@@ -76,7 +76,8 @@ def end_to_end(root: Path, device: torch.device, overrides: list[str], title: st
         root, device, ["experiment=link_prediction", "task.split_cache={store}/splits", *overrides]
     )
     settings = " ".join(overrides) or "experiment defaults"
-    print(f"{title} link prediction, seed 0, {settings}, trainer on {hardware(device)}: AUC {metrics['auc']:.4f}")
+    seed = "" if any(override.startswith("seed=") for override in overrides) else "seed 0, "
+    print(f"{title} link prediction, {seed}{settings}, trainer on {hardware(device)}: AUC {metrics['auc']:.4f}")
     print(f"{'stage':<10} {'seconds':>8} {'peak MiB':>9}")
     for stage in STAGES:
         if f"time_{stage}_s" in metrics:
