@@ -35,11 +35,9 @@ from typing import Any
 import yaml
 
 from igel_exp.errors import ConfigError
-from igel_exp.identity import NOT_IDENTITY
-from igel_exp.pipelines.reuse import embedding_key
+from igel_exp.identity import NOT_IDENTITY, embedding_key
 from igel_exp.plan import Job, matches
 from igel_exp.reporting import StoredRun
-from igel_exp.training import hardware, resolve_device
 
 COSTS = "costs.yaml"  # in the igel_exp package
 WORK_KEYS = ("trainer.epochs", "trainer.walks_per_node", "trainer.walk_length", "trainer.window", "trainer.negatives")
@@ -80,6 +78,8 @@ def finished_durations(runs: Iterable[StoredRun]) -> list[Duration]:
 def device_hardware(device: str) -> str | None:
     """What a run with trainer.device=`device` would train on here (training.hardware, as its run tags it); None where
     this machine lacks that device (a sweep planned on a cluster's login node for its GPU nodes)."""
+    from igel_exp.training import hardware, resolve_device  # here: igel-report, which never estimates, skips torch
+
     try:
         return hardware(resolve_device(device))
     except ConfigError:

@@ -11,6 +11,9 @@ timing tables are measurements of whatever machine ran them, which no config key
 The package's source code is not in the hash: a code change does not invalidate earlier runs (use a fresh
 MLflow store, or delete the runs, to recompute them).
 
+The embeddings a run trains have an identity of their own (`embedding_key`, for task.reuse_embeddings): the sections
+of the config that training reads, and the package's source code, but its evaluators'.
+
 A key added to the configs after runs were made is left out while it holds the value that computes what the runs
 before it computed (ADDED_DEFAULTS): those runs keep their identity, and a run that sets it otherwise gets a new one.
 """
@@ -20,6 +23,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -93,3 +98,32 @@ def config_hash(config: DictConfig | Mapping[str, Any], without: Iterable[str] =
     """Hex digest of `identity(config, without)`; `without=("seed",)` names a grid point (its seeds pooled)."""
     text = json.dumps(identity(config, without), sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:HASH_LENGTH]
+
+
+# what determines the embeddings; data.root and data.download do not (files are checksummed)
+TRAINING_SECTIONS = ("dataset", "encoder", "trainer", "seed")
+# downstream of the embeddings by design (evaluators, figures): changing them keeps the embeddings valid
+DOWNSTREAM = ("tasks/", "plots.py")
+PACKAGE = Path(__file__).resolve().parent
+
+
+def embedding_key(config: DictConfig) -> str:
+    """sha256 of the training sections of the resolved config and of the package's source code."""
+    resolved = OmegaConf.to_container(config, resolve=True, enum_to_str=True)
+    sections = {name: resolved.get(name) for name in TRAINING_SECTIONS}
+    digest = hashlib.sha256(json.dumps(sections, sort_keys=True, default=str).encode())
+    digest.update(source_fingerprint(PACKAGE).encode())
+    return digest.hexdigest()
+
+
+@cache
+def source_fingerprint(package: Path) -> str:
+    """A code change invalidates earlier embeddings: hash every module of the package but the downstream ones
+    (a module added later counts, so the fingerprint errs on the side of training again). Read once a process."""
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).as_posix().startswith(DOWNSTREAM):
+            continue
+        digest.update(str(path.relative_to(package)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()

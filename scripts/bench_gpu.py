@@ -21,6 +21,7 @@ Prints the device's name, then, each part skipped (saying so) when the time left
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import subprocess
 import sys
@@ -34,6 +35,8 @@ from bench_link_prediction import data_root, end_to_end, machine, run_experiment
 from igel_exp.training import hardware, resolve_device
 
 PARTS = ("tests", "throughput", "facebook", "astroph", "scalability")
+# the link prediction parts, run once per seed of --seeds: each one's overrides and title
+PER_SEED = {"facebook": ([], "Facebook"), "astroph": (["dataset=astroph"], "AstroPh")}
 # seconds each part needs at most on an H100/H200, twice what it took on an H200 (a part starts only when that much of
 # the budget is left; the link prediction parts' per seed); the last four took 139 s there, the tests 12 s
 NEEDS = {"tests": 30, "throughput": 60, "facebook": 50, "astroph": 130, "scalability": 80}
@@ -102,15 +105,13 @@ def main() -> None:
                 },
             )
         ],
-        "facebook": [lambda extra=extra: end_to_end(root, device, extra) for extra in variants],
-        "astroph": [
-            lambda extra=extra: end_to_end(root, device, ["dataset=astroph", *extra], "AstroPh") for extra in variants
-        ],
         "scalability": [lambda: scalability(root, device, args.scalability_nodes)],
     }
+    for part, (dataset, title) in PER_SEED.items():
+        work[part] = [functools.partial(end_to_end, root, device, [*dataset, *extra], title) for extra in variants]
     for part in args.only:
         left = args.budget - (time.perf_counter() - start)
-        need = NEEDS[part] * (len(args.seeds) if part in ("facebook", "astroph") else 1)
+        need = NEEDS[part] * (len(args.seeds) if part in PER_SEED else 1)
         if left < need:
             print(f"{part}: skipped, {left:.0f} s of the budget left (it needs up to {need} s)", flush=True)
             continue

@@ -202,6 +202,21 @@ def test_missing_data_is_reported_and_the_other_jobs_on_it_are_not_attempted(
     assert "- 1 failed (DataError: Facebook.edgelist.gz is missing" in text and "- 2 not run: seed=1; seed=2" in text
 
 
+def test_the_report_reads_a_store_without_importing_torch_or_igraph(experiments_dir, store_uri):
+    """igel-report composes configs and reads runs, it never trains: torch's and igraph's imports (3.5 s on the 2-core
+    machine, a third of a report's time) are not its to pay."""
+    experiments_dir("tiny", {"encoder.distance": "1", "seed": "0"}, TABLE)
+    assert reproduce(experiments_dir.folder) == 0
+    code = (
+        "import sys; from igel_exp.reproduce import report_main; status = report_main(sys.argv[1:]);"
+        " print(status, *sorted({'torch', 'igraph'} & set(sys.modules)))"
+    )
+    argv = ["tiny", "--profile", "quick", "--experiments", str(experiments_dir.folder), "--tracking-uri", store_uri]
+    result = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300)
+    assert "| 1 | 0.728 |" in result.stdout, result.stdout + result.stderr[-2000:]
+    assert result.stdout.splitlines()[-1] == "0"
+
+
 def test_reproduce_needs_the_tables_named(capsys):
     assert reproduce_main(["threads=1"]) == 2
     assert capsys.readouterr().err.strip() == "igel-reproduce: error: name the tables to reproduce, or all"

@@ -14,6 +14,7 @@ from igel_exp import pipelines
 from igel_exp.data import DataContext, RemoteFile, igraph_seed, load_dataset
 from igel_exp.data import sister_cities as module
 from igel_exp.errors import ConfigError, DataError
+from igel_exp.identity import embedding_key, source_fingerprint
 from igel_exp.pipelines import reuse
 from igel_exp.tasks.capitals import rankings, top_n_f1
 
@@ -251,11 +252,11 @@ def test_a_dataset_without_capitals_is_refused(compose_config, tracking_uri, tmp
 
 
 def test_embedding_key_ignores_the_task_and_data_root(compose_config):
-    key = reuse.embedding_key(compose_config("experiment=sister_cities"))
-    assert key == reuse.embedding_key(compose_config("experiment=sister_cities", "task.k=7", "data.root=/elsewhere"))
-    assert key != reuse.embedding_key(compose_config("experiment=sister_cities", "seed=1"))
-    assert key != reuse.embedding_key(compose_config("experiment=sister_cities", "encoder.distance=1"))
-    assert key != reuse.embedding_key(compose_config("experiment=sister_cities", "trainer.epochs=3"))
+    key = embedding_key(compose_config("experiment=sister_cities"))
+    assert key == embedding_key(compose_config("experiment=sister_cities", "task.k=7", "data.root=/elsewhere"))
+    assert key != embedding_key(compose_config("experiment=sister_cities", "seed=1"))
+    assert key != embedding_key(compose_config("experiment=sister_cities", "encoder.distance=1"))
+    assert key != embedding_key(compose_config("experiment=sister_cities", "trainer.epochs=3"))
 
 
 @pytest.mark.data
@@ -277,7 +278,7 @@ def test_code_fingerprint_ignores_evaluators_and_figures_only(tmp_path):
         (copy / "tasks").mkdir(parents=True)
         for name, text in files.items():
             (copy / name).write_text(text + ("!" if name == changed else ""))
-        fingerprints.append(reuse.source_fingerprint(copy))
+        fingerprints.append(source_fingerprint(copy))
     original, training, plots, evaluator, new = fingerprints
     assert original == plots == evaluator and len({original, training, new}) == 3
 

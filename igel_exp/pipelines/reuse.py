@@ -8,16 +8,11 @@ code match those of a finished run in the same MLflow experiment takes that run'
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import tempfile
-from functools import cache
-from pathlib import Path
 
 import mlflow
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
 from igel_exp.identity import REUSED_TAG
 from igel_exp.tracking import store_call
@@ -27,33 +22,6 @@ log = logging.getLogger(__name__)
 KEY_TAG = "igel.embedding_key"  # on runs that trained and logged embeddings.npy
 SOURCE_TAG = REUSED_TAG  # on runs that took them from another run (IGELModel.load follows it to the model)
 ARTIFACT = "embeddings.npy"
-# what determines the embeddings; data.root and data.download do not (files are checksummed)
-TRAINING_SECTIONS = ("dataset", "encoder", "trainer", "seed")
-# downstream of the embeddings by design (evaluators, figures): changing them keeps the embeddings valid
-DOWNSTREAM = ("tasks/", "plots.py")
-PACKAGE = Path(__file__).resolve().parents[1]
-
-
-def embedding_key(config: DictConfig) -> str:
-    """sha256 of the training sections of the resolved config and of the package's source code."""
-    resolved = OmegaConf.to_container(config, resolve=True, enum_to_str=True)
-    sections = {name: resolved.get(name) for name in TRAINING_SECTIONS}
-    digest = hashlib.sha256(json.dumps(sections, sort_keys=True, default=str).encode())
-    digest.update(source_fingerprint(PACKAGE).encode())
-    return digest.hexdigest()
-
-
-@cache
-def source_fingerprint(package: Path) -> str:
-    """A code change invalidates earlier embeddings: hash every module of the package but the downstream ones
-    (a module added later counts, so the fingerprint errs on the side of training again). Read once a process."""
-    digest = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        if path.relative_to(package).as_posix().startswith(DOWNSTREAM):
-            continue
-        digest.update(str(path.relative_to(package)).encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 @store_call()

@@ -12,6 +12,7 @@ from igel_exp import plots
 from igel_exp.data import Dataset
 from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import ConfigError
+from igel_exp.identity import embedding_key
 from igel_exp.pipelines import check_before, pipeline, reuse
 from igel_exp.pipelines.common import Stages, build_encoder, load, method, train_unsupervised
 from igel_exp.tasks.capitals import capital_cluster, capital_scores, rankings
@@ -103,7 +104,7 @@ def _embeddings(
 ) -> np.ndarray:
     """Train, or with task.reuse_embeddings take the embeddings of a finished run that trained the same way
     (the paper clusters one embedding per α with every k); the run that trains logs them."""
-    key = reuse.embedding_key(config)
+    key = embedding_key(config)
     if config.task.reuse_embeddings:
         with stages("reuse"):
             found = reuse.find_embeddings(logger.run.info.experiment_id, key)
