@@ -85,7 +85,11 @@ def tracking_uri(configured: str | None, key: str = "tracking.uri") -> str:
     return f"sqlite:///{database}"
 
 
-INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+# Ctrl-C, SIGTERM (kill, a scheduler) and SIGHUP (the terminal closed, an ssh session dropped) end the work in progress
+# FAILED; SIGHUP only where the process did not start ignoring it (nohup), as it would go on ignoring it otherwise
+_HANGUP = getattr(signal, "SIGHUP", None)  # not on Windows
+_HANGS_UP = _HANGUP is not None and signal.getsignal(_HANGUP) == signal.SIG_DFL
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, *([_HANGUP] if _HANGS_UP else []))
 # Signals whose handler, installed by someone else, is held back during store calls too: submitit's USR2 (Slurm's
 # time limit is near), which raises in whatever code runs
 HELD_BACK = tuple(getattr(signal, name) for name in ("SIGUSR2",) if hasattr(signal, name))
@@ -181,14 +185,18 @@ def use_store(uri: str) -> str:
         with _store_lock(database):
             if database.is_file():
                 _refuse_foreign_database(database)
-            mlflow.MlflowClient(tracking_uri=uri).search_experiments(max_results=1)  # creates or migrates it
+            try:
+                mlflow.MlflowClient(tracking_uri=uri).search_experiments(max_results=1)  # creates or migrates it
+            except ValueError as error:  # SQLAlchemy's, on an option of the URI's query it cannot take
+                raise StoreError(f"cannot open the MLflow store {uri} ({first_line(error)})") from None
     close_stale_runs(uri)
     return uri
 
 
 def _sqlite_file(uri: str) -> Path | None:
-    """The database file of a `sqlite:///` store, None for any other URI."""
-    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+    """The database file of a `sqlite:///` store (less the URI's query: SQLAlchemy's options, ?timeout=30), None for
+    any other URI."""
+    return Path(uri.removeprefix("sqlite:///").split("?", 1)[0]) if uri.startswith("sqlite:///") else None
 
 
 @contextmanager
@@ -212,7 +220,7 @@ def check_store_uri(uri: str, *, key: str = "tracking.uri") -> None:
     true) in a paragraph about migrating file stores, where a user who wrote runs.db meant sqlite:///runs.db; a
     tracking server that does not answer. `key`: the config key or option that gave `uri`, which the errors name."""
     if uri.startswith(("http://", "https://")):
-        _probe_server(uri)
+        _probe_server(uri, key)
     if uri in IN_MEMORY_STORES:
         raise StoreError(f"{key}={uri} keeps the runs in memory, lost when the process ends: give a file")
     parsed = urlparse(uri)
@@ -325,16 +333,19 @@ DATABASE_SCHEMES = ("postgresql", "mysql", "mssql")  # MLflow's database stores 
 SERVER_PROBE_S = 10  # seconds to connect to a tracking server before saying it cannot be reached
 
 
-def _probe_server(uri: str) -> None:
+def _probe_server(uri: str, key: str = "tracking.uri") -> None:
     """Raise StoreError unless a tracking server's host accepts a connection: MLflow retries an absent server for
     over two minutes before it fails."""
-    server = urlparse(uri)
-    port = server.port or (443 if server.scheme == "https" else 80)
+    try:
+        server = urlparse(uri)
+        port = server.port or (443 if server.scheme == "https" else 80)
+    except ValueError as error:  # a port out of range or not a number, a broken IPv6 address
+        raise StoreError(f"{key}={uri} is not a server's URI ({error})") from None
     try:
         socket.create_connection((server.hostname or "localhost", port), timeout=SERVER_PROBE_S).close()
     except OSError as error:
         reason = error.strerror or str(error) or type(error).__name__
-        raise StoreError(f"cannot reach the MLflow server {uri} ({reason}): start it, or set tracking.uri") from None
+        raise StoreError(f"cannot reach the MLflow server {uri} ({reason}): start it, or set {key}") from None
 
 
 def _refuse_foreign_database(database: Path) -> None:

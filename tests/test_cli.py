@@ -1,6 +1,7 @@
 """igel-run as users call it: composed configs, end-to-end runs, errors, packaging."""
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -337,6 +338,10 @@ def ctrl_c(process: subprocess.Popen) -> None:
     os.killpg(process.pid, signal.SIGINT)  # the terminal signals the whole foreground process group
 
 
+def hang_up(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGHUP)  # the terminal closed, the ssh session dropped: it left the run RUNNING
+
+
 @pytest.mark.parametrize(
     "mode, stop",
     [
@@ -344,6 +349,7 @@ def ctrl_c(process: subprocess.Popen) -> None:
         pytest.param(["-m", "seed=0,1"], kill, id="sweep-SIGTERM"),
         pytest.param(JOBLIB_SWEEP, kill, id="joblib-sweep-SIGTERM"),
         pytest.param(JOBLIB_SWEEP, ctrl_c, id="joblib-sweep-Ctrl-C"),
+        pytest.param([], hang_up, id="run-SIGHUP"),
     ],
 )
 def test_interrupts_end_the_runs_in_progress_failed(tmp_path, mode, stop):
@@ -375,6 +381,27 @@ def test_interrupts_end_the_runs_in_progress_failed(tmp_path, mode, stop):
     assert len(jobs_errors) == jobs and all(jobs_errors.str.startswith("KeyboardInterrupt"))
     stopped = "the sweep stopped before its last job: interrupted, or a job failed"
     assert list(tracked[parents]["tags.error"]) == [stopped] * ("-m" in mode)  # the parent says why it FAILED
+
+
+def test_a_run_started_under_nohup_goes_on_after_a_hang_up(tmp_path):
+    """nohup starts igel-run with SIGHUP ignored, so that a closed terminal leaves it running: igel-run's interrupt
+    handlers must keep that so."""
+    command = [sys.executable, "-c", "from igel_exp.entry import igel_run; igel_run()", "trainer.epochs=2"]
+    env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
+    ignore_hang_ups = functools.partial(signal.signal, signal.SIGHUP, signal.SIG_IGN)  # as nohup does
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "preexec_fn": ignore_hang_ups}
+    process = subprocess.Popen([*command, "progress=false"], cwd=tmp_path, env=env, text=True, **pipes)
+    try:
+        for line in process.stdout:
+            if "training on" in line:
+                break
+        hang_up(process)
+        output, _ = process.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+    assert process.returncode == 0, output[-5000:]
+    assert list(runs(tmp_path).status) == ["FINISHED"]
 
 
 @pytest.mark.parametrize("program", ["igel_run", "igel_report"])

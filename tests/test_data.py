@@ -104,7 +104,9 @@ def edges_list(graph) -> list[tuple[str, str]]:
         ("1 2\n2 12345678901234567890\n", "int", r"g.txt:2: node id 12345678901234567890 does not fit in 64 bits"),
         ("1 -9223372036854775809\n", "int", r"g.txt:1: node id -9223372036854775809 does not fit in 64 bits"),
         ("1 2\n\x00\x9f\x92\x01 7\n", "token", r"g.txt: binary data \(NUL bytes\), not a text edge list"),
-        ("1 2\n\x9f\x92 7\n", "int", r"g.txt:2: node id '\ufffd\ufffd' is not an integer"),
+        ("1 2\n\x9f\x92 7\n", "int", r"g.txt:2: not UTF-8 text \(invalid start byte\): save the file as UTF-8"),
+        # Latin-1 text: read with its bytes replaced, café and cafè were one node
+        ("caf\xe9 a\ncaf\xe8 b\na b\n", "token", r"g.txt:1: not UTF-8 text \(invalid continuation byte\)"),
     ],
 )
 def test_malformed_files_name_the_file_and_line(tmp_path, text, node_ids, message):
@@ -113,6 +115,16 @@ def test_malformed_files_name_the_file_and_line(tmp_path, text, node_ids, messag
     with pytest.raises(DataError, match=message) as error:
         read_edgelist(path, node_ids=node_ids)
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("blank", ["\xa0", "\f", "\v"], ids=["no-break space", "form feed", "vertical tab"])
+def test_token_ids_split_at_any_blank_whichever_parser_reads_the_file(tmp_path, blank):
+    """pandas' C parser splits at spaces and tabs only: with a weight column, `c<no-break space>d 1` was the edge
+    (c d, 1), the weight a node, where the line-by-line parser splits at every blank (c, d)."""
+    path = tmp_path / "g.txt"
+    path.write_bytes(f"a b 1\nb c 1\nc{blank}d 1\n".encode())
+    graph, _ = read_edgelist(path, node_ids="token")
+    assert edges_list(graph) == [("a", "b"), ("b", "c"), ("c", "d")]
 
 
 def test_a_damaged_gzip_edge_list_is_one_line(tmp_path):

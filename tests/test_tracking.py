@@ -2,6 +2,7 @@ import contextlib
 import importlib.util
 import itertools
 import os
+import re
 import shutil
 import signal
 import socket
@@ -446,6 +447,29 @@ def test_a_server_that_does_not_answer_and_another_programs_database_are_refused
     with pytest.raises(StoreError, match=rf"^{other} is a sqlite database of something else \(tables notes; none of"):
         open_experiment(f"sqlite:///{other}", "toy")
     assert other.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "uri, why",
+    [
+        ("http://localhost:99999", "Port out of range"),
+        ("http://localhost:abc", "Port could not be cast"),
+        ("http://[::1", "Invalid IPv6 URL"),
+    ],
+)
+def test_a_malformed_server_uri_is_one_line_naming_its_key(uri, why):
+    """urllib's ValueError escaped the server's probe in a traceback of some 70 lines (igel-run, igel-report)."""
+    with pytest.raises(StoreError, match=rf"^--tracking-uri={re.escape(uri)} is not a server's URI \({why}"):
+        check_store_uri(uri, key="--tracking-uri")
+
+
+def test_a_sqlite_uri_with_options_opens_its_file_and_a_bad_option_is_one_line(tmp_path):
+    """The URI's query (SQLAlchemy's options) was taken for part of the file's name: ?timeout=30 was refused as
+    "Permission denied" on a writable folder, and ?timeout=abc raised SQLAlchemy's ValueError in a traceback."""
+    assert open_experiment(f"sqlite:///{tmp_path / 'runs.db'}?timeout=30", "toy").name == "toy"
+    assert (tmp_path / "runs.db").is_file()
+    with pytest.raises(StoreError, match=r"^cannot open the MLflow store sqlite:///\S+\?timeout=abc \(could not conv"):
+        open_experiment(f"sqlite:///{tmp_path / 'other.db'}?timeout=abc", "toy")
 
 
 def test_databricks_is_a_store_not_a_path():

@@ -157,6 +157,8 @@ def _read_two_columns(path: Path, node_ids: str) -> tuple[np.ndarray, np.ndarray
         return None
     if frame.empty or frame.isna().any().any():
         return None
+    if node_ids == "token" and any(frame[column].str.contains(r"\s").any() for column in (0, 1)):
+        return None  # a blank the C parser does not split at (no-break space, \f, \v): the line-by-line path does
     return frame[0].to_numpy(), frame[1].to_numpy()
 
 
@@ -180,16 +182,22 @@ def _integer_text(path: Path) -> bool:
 def _parse_line_by_line(path: Path, node_ids: str) -> tuple[np.ndarray, np.ndarray]:
     """Slow path for files the C parser rejects: parse them or raise naming the first bad line."""
     ends: list = []
-    with io.TextIOWrapper(open_binary(path), encoding="utf-8-sig", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
-            tokens = line.split("#", 1)[0].split()
-            if not tokens:
-                continue
-            if len(tokens) < 2:
-                raise DataError(f"{path}:{number}: expected two node ids, found one column: {line.strip()!r}")
-            if node_ids == "int":
-                tokens = [_as_int(token, path, number) for token in tokens[:2]]
-            ends.extend(tokens[:2])
+    with open_binary(path) as handle:
+        data = handle.read()
+    try:  # strictly: replacing undecodable bytes would give two different ids one name
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        number = data.count(b"\n", 0, error.start) + 1
+        raise DataError(f"{path}:{number}: not UTF-8 text ({error.reason}): save the file as UTF-8") from None
+    for number, line in enumerate(io.StringIO(text, newline=None), start=1):  # any line ending, as text files
+        tokens = line.split("#", 1)[0].split()
+        if not tokens:
+            continue
+        if len(tokens) < 2:
+            raise DataError(f"{path}:{number}: expected two node ids, found one column: {line.strip()!r}")
+        if node_ids == "int":
+            tokens = [_as_int(token, path, number) for token in tokens[:2]]
+        ends.extend(tokens[:2])
     if not ends:
         raise DataError(f"{path}: no edges (the file is empty or holds only comments)")
     column = np.array(ends, dtype=object)
