@@ -80,6 +80,15 @@ def embed() -> None:
         embed_app()
 
 
+def _placement_hint(message: str) -> str:
+    """argparse's message, saying why where overrides are unrecognized: Hydra reads them as one run of arguments, so
+    `progress=false --cfg job trainer.epochs=3` leaves the last one out."""
+    unrecognized = message.removeprefix("unrecognized arguments: ")
+    if unrecognized != message and all("=" in argument for argument in unrecognized.split()):
+        return f"{message}: give the options (--cfg, -m, --config-dir, …) before or after all of the overrides"
+    return message
+
+
 def _check_options(program: str, config_name: str) -> None:
     """The command line read by Hydra's own parser first, whose option errors (`--bogus`, `--cfg jobs`) end in one line,
     exit status 2, as igel-report's and igel-reproduce's do: argparse prints its usage block above them. A primary
@@ -88,7 +97,7 @@ def _check_options(program: str, config_name: str) -> None:
     from hydra._internal.utils import get_args_parser
 
     parser = get_args_parser()
-    parser.error = lambda message: parser.exit(2, option_error(program, message))
+    parser.error = lambda message: parser.exit(2, option_error(program, _placement_hint(message)))
     options = parser.parse_args()
     shadowed = Path(options.config_dir or "", f"{config_name}.yaml")
     if options.config_dir and options.config_name in (None, config_name) and shadowed.is_file():

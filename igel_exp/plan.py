@@ -419,13 +419,23 @@ def sweep_jobs(config: DictConfig) -> Iterator[tuple[list[str], DictConfig]]:
 
 
 def _expand(arguments: list[str], where: str) -> list[list[str]]:
-    """Hydra's basic sweeper: the cross product of the sweeps, one override list per job, first key slowest."""
+    """Hydra's basic sweeper: the cross product of the sweeps, one override list per job, first key slowest. An
+    argument it cannot expand is named (`seed=range(0,3,0)`: Python's ValueError, which named nothing)."""
     try:
         parsed = OverridesParser.create().parse_overrides(arguments)
         [batches] = BasicSweeper.split_arguments(parsed, None)
-    except HydraException as error:
-        raise ConfigError(f"{where}: {describe(error)}") from None
+    except (HydraException, ValueError) as error:
+        culprit = next((argument for argument in arguments if not _expands(argument)), None)
+        raise ConfigError(f"{where}: {f'{shown([culprit])}: ' if culprit else ''}{describe(error)}") from None
     return batches
+
+
+def _expands(argument: str) -> bool:
+    try:
+        BasicSweeper.split_arguments(OverridesParser.create().parse_overrides([argument]), None)
+    except (HydraException, ValueError):
+        return False
+    return True
 
 
 def shown(overrides: Sequence[str]) -> str:

@@ -653,7 +653,18 @@ def describe(error: BaseException) -> str:
         return _describe_key(key, getattr(cause, "value", None), text) + (f" (set in {where})" if where else "")
     if isinstance(error, HydraException | OmegaConfBaseException) and cause is not error:
         return f"{first_line(error)}: {first_line(cause)}"
-    return first_line(error)
+    return _with_reason(error)
+
+
+def _with_reason(error: BaseException) -> str:
+    """Hydra's first line, with its second where the first only leads to it ("… raised while composing config:") or
+    the second says what to do ("Did you mean to override dataset?"); an experiment file without its package line,
+    whose overrides Hydra then applies under `experiment`, is named as such."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if len(lines) < 2 or not (lines[0].endswith(":") or lines[1].startswith("Did you mean")):
+        return first_line(error)
+    hint = " (an experiment file starts with `# @package _global_`)" if "@experiment." in lines[0] else ""
+    return f"{lines[0]} {lines[1]}{hint}"
 
 
 def _describe_key(key: str, given: Any, text: str) -> str:

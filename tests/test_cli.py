@@ -157,6 +157,25 @@ def test_a_working_directory_the_default_stores_uri_cannot_carry_is_one_line(tmp
     assert not any((tmp_path / folder).iterdir())  # "Permission denied"; `#`: a stray folder; `%`: cannot open
 
 
+def test_an_experiment_file_hydra_cannot_compose_says_why_in_one_line(tmp_path, monkeypatch):
+    """Hydra's reason is on its second line, which the one line left out: "… raised while composing config:" and
+    nothing after it; a file without its package line read "Could not override 'dataset@experiment.dataset'."."""
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "mine" / "experiment"
+    folder.mkdir(parents=True)
+    (folder / "listy.yaml").write_text("# @package _global_\n- a\n- b\n")
+    (folder / "unpackaged.yaml").write_text("defaults:\n  - override /dataset: miserables\nname: mine\n")
+    mine = ["--config-dir", str(tmp_path / "mine")]
+    assert exit_line(*mine, "experiment=listy") == (
+        "igel-run: error: In 'experiment/listy': ConfigTypeError raised while composing config: Cannot merge"
+        " DictConfig with ListConfig"
+    )
+    assert exit_line(*mine, "experiment=unpackaged") == (
+        "igel-run: error: In 'experiment/unpackaged': Could not override 'dataset@experiment.dataset'. Did you mean to"
+        " override dataset? (an experiment file starts with `# @package _global_`)"
+    )
+
+
 def test_a_bad_job_stops_a_sweep_before_its_store_and_its_first_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -179,6 +198,11 @@ def test_a_bad_job_stops_a_sweep_before_its_store_and_its_first_run(tmp_path, mo
     assert exit_line("-m", *HERE, "trainer.lr=abc") == "igel-run: error: trainer.lr=abc: expected a number"
     assert exit_line("-m", *HERE, "seed=range(0,0)") == (
         "igel-run: error: the sweep has no jobs (a sweep over an empty range or list?)"
+    )
+    # a sweep Hydra cannot expand: Python's ValueError named no key, and Hydra, taking it for a warning, went on to make
+    # the store and a parent run
+    assert exit_line("-m", *HERE, "seed=0,1", "trainer.epochs=range(1,3,0)") == (
+        "igel-run: error: the sweep: trainer.epochs=range(1,3,0): range() arg 3 must not be zero"
     )
     assert exit_line("-m", *HERE, "dataset=miserables,miserables_cloned", "dataset.num_nodes=64") == (
         "igel-run: error: no job of the sweep takes dataset.num_nodes; dataset=erdos_renyi takes it"
@@ -205,6 +229,12 @@ def test_a_bad_job_stops_a_sweep_before_its_store_and_its_first_run(tmp_path, mo
         ("igel-run", ["--bogus"], "unrecognized arguments: --bogus"),
         ("igel-run", ["-c", "jobs"], "argument --cfg/-c: invalid choice: 'jobs' (choose from 'job', 'hydra', 'all')"),
         ("igel-embed", ["--nope", "source_run=x"], "unrecognized arguments: --nope"),
+        (  # overrides on both sides of an option: valid each, refused for where they stand
+            "igel-run",
+            ["progress=false", "--cfg", "job", "trainer.epochs=3"],
+            "unrecognized arguments: trainer.epochs=3: give the options (--cfg, -m, --config-dir, …) before or after"
+            " all of the overrides",
+        ),
     ],
 )
 def test_an_option_error_is_one_line_pointing_to_help(capsys, program, argv, line):
