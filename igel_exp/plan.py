@@ -422,18 +422,24 @@ def _expand(arguments: list[str], where: str) -> list[list[str]]:
     """Hydra's basic sweeper: the cross product of the sweeps, one override list per job, first key slowest. An
     argument it cannot expand is named (`seed=range(0,3,0)`: Python's ValueError, which named nothing)."""
     try:
-        parsed = OverridesParser.create().parse_overrides(arguments)
-        [batches] = BasicSweeper.split_arguments(parsed, None)
-    except (HydraException, ValueError) as error:
+        return _cross(arguments)
+    except SWEEP_ERRORS as error:
         culprit = next((argument for argument in arguments if not _expands(argument)), None)
         raise ConfigError(f"{where}: {f'{shown([culprit])}: ' if culprit else ''}{describe(error)}") from None
+
+
+SWEEP_ERRORS = (HydraException, ValueError)
+
+
+def _cross(arguments: list[str]) -> list[list[str]]:
+    [batches] = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(arguments), None)
     return batches
 
 
 def _expands(argument: str) -> bool:
     try:
-        BasicSweeper.split_arguments(OverridesParser.create().parse_overrides([argument]), None)
-    except (HydraException, ValueError):
+        _cross([argument])
+    except SWEEP_ERRORS:
         return False
     return True
 
