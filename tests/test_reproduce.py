@@ -204,7 +204,7 @@ def test_missing_data_is_reported_and_the_other_jobs_on_it_are_not_attempted(
 
 def test_the_report_reads_a_store_without_importing_torch_or_igraph(experiments_dir, store_uri):
     """igel-report composes configs and reads runs, it never trains: torch's and igraph's imports (3.5 s on the 2-core
-    machine, a third of a report's time) are not its to pay."""
+    machine) are not its to pay."""
     experiments_dir("tiny", {"encoder.distance": "1", "seed": "0"}, TABLE)
     assert reproduce(experiments_dir.folder) == 0
     code = (
