@@ -52,7 +52,7 @@ from igel_exp.errors import (
     yaml_problem,
 )
 from igel_exp.estimate import Estimate, Estimator, duration_text, finished_durations, load_kinds, reuse_key
-from igel_exp.plan import PACKAGED_CONFIGS, PROFILES, Job, Plan, default_experiments_dir, load_plan, table_files
+from igel_exp.plan import PACKAGED_CONFIGS, PROFILES, Job, Plan, cached_plan, default_experiments_dir, table_files
 from igel_exp.reporting import (
     FORMATS,
     SUFFIXES,
@@ -488,7 +488,7 @@ def _plans(arguments: argparse.Namespace, tables: list[str], overrides: list[str
     plans, failed = [], {}
     for path in table_files(folder, tables):
         try:
-            plans.append(load_plan(path, arguments.profile, overrides))
+            plans.append(cached_plan(path, arguments.profile, overrides))
         except ConfigError as error:  # one malformed file does not hide the other tables
             failed[path.stem] = str(error)
     # a bad override fails every table alike: one line, not one per table

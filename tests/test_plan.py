@@ -5,6 +5,7 @@ import shlex
 import pytest
 from hydra import compose, initialize_config_dir
 
+from igel_exp import plan as plan_module
 from igel_exp.errors import ConfigError
 from igel_exp.identity import config_hash
 from igel_exp.plan import default_experiments_dir, load_plan, table_files
@@ -149,3 +150,53 @@ def test_an_unreadable_file_in_the_folder_hides_no_other_table(experiments_dir, 
     assert "gone.yaml: cannot read it ([Errno 2]" in caplog.text and "broken.yaml:2: not valid YAML" in caplog.text
     with pytest.raises(ConfigError, match=r"latin1.yaml: cannot read it"):
         table_files(folder, ["latin1"])
+
+
+def _jobs(plan) -> list[tuple]:
+    return [(job.overrides, job.hash, job.point, job.flat, job.config) for job in plan.jobs]
+
+
+def test_a_cached_plan_is_read_back_until_what_it_is_made_of_changes(experiments_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("IGEL_DATA_DIR", str(tmp_path / "data"))
+    path = experiments_dir("tiny", {"encoder.distance": "1,2", "seed": "range(2)"}, TABLE)
+    expanded = load_plan(path, "quick", ["trainer.lr=0.5"])
+    assert _jobs(plan_module.cached_plan(path, "quick", ["trainer.lr=0.5"])) == _jobs(expanded)
+
+    def expanding(*arguments):
+        raise AssertionError("expanded, not read back")
+
+    with monkeypatch.context() as patched:  # the entry is read back: nothing is expanded
+        patched.setattr(plan_module, "load_plan", expanding)
+        assert _jobs(plan_module.cached_plan(path, "quick", ["trainer.lr=0.5"])) == _jobs(expanded)
+    # another profile or other overrides are other plans
+    assert len(plan_module.cached_plan(path, "full").jobs) == 4
+    assert {job.config.trainer.lr for job in plan_module.cached_plan(path, "quick").jobs} != {0.5}
+    # an edited file, in the folder or in the package's configs' place, and a variable the configs read: expanded anew
+    experiments_dir("tiny", {"encoder.distance": "1,3", "seed": "range(2)"}, TABLE)
+    assert [job.config.encoder.distance for job in plan_module.cached_plan(path, "full").jobs] == [1, 1, 3, 3]
+    elsewhere = str(tmp_path / "elsewhere")
+    monkeypatch.setenv("IGEL_DATA_DIR", elsewhere)
+    assert {job.flat["data.root"] for job in plan_module.cached_plan(path, "full").jobs} == {elsewhere}
+
+
+def test_a_damaged_or_unwritable_plan_cache_is_only_a_slower_report(experiments_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = experiments_dir("tiny", {"encoder.distance": "1,2", "seed": "0"}, TABLE)
+    expected = _jobs(load_plan(path))
+    plan_module.cached_plan(path)
+    [entry] = (tmp_path / "cache" / "igel-exp" / "plans").iterdir()
+    for damage in (b"", b"not a pickle", entry.read_bytes()[:-100]):
+        entry.write_bytes(damage)
+        assert _jobs(plan_module.cached_plan(path)) == expected
+    assert len(entry.read_bytes()) > 100  # written anew
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))  # no folder can be made there
+    assert _jobs(plan_module.cached_plan(path)) == expected
+    # errors are not kept
+    with pytest.raises(ConfigError, match="encoder.nonsense"):
+        plan_module.cached_plan(path, overrides=["encoder.nonsense=3"])
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="encoder.nonsense"):
+            plan_module.cached_plan(path, overrides=["encoder.nonsense=3"])

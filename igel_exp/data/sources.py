@@ -12,6 +12,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from igel_exp import user_cache_dir
 from igel_exp.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -31,12 +32,6 @@ class RemoteFile:
     url: str
     sha256: str | None = None
     content_sha256: str | None = None
-
-
-def user_cache_dir() -> Path:
-    """igel-exp's folder in the user's cache ($XDG_CACHE_HOME or ~/.cache)."""
-    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache) / "igel-exp"
 
 
 def default_data_root() -> Path:

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 
+from igel_exp import user_cache_dir
 from igel_exp.data import Dataset
-from igel_exp.data.sources import user_cache_dir
 from igel_exp.errors import ConfigError, DataError
 from igel_exp.pipelines import check_before, pipeline
 from igel_exp.pipelines.common import Stages, build_encoder, load, train_unsupervised
