@@ -215,6 +215,8 @@ class SweepCheck(Callback):
         if config.hydra.sweeper.get("_target_") != BASIC_SWEEPER:
             return
         with interruptible():  # torch's import takes seconds
+            from tqdm.auto import tqdm
+
             from igel_exp import pipelines
             from igel_exp.pipelines import embed
             from igel_exp.plan import shown, sweep_jobs
@@ -237,7 +239,9 @@ class SweepCheck(Callback):
             given = override_keys(config.hydra.overrides.task)
             unused = set(given)  # the command line's keys that no job's options take
             jobs = []
-            for overrides, job in sweep_jobs(config):  # composition errors name the job's overrides
+            # a bar where the check takes long (a grid of thousands: some 10 ms a job)
+            bar = {"desc": "check the sweep", "unit": "job", "delay": 2, "disable": not config.get("progress", True)}
+            for overrides, job in tqdm(sweep_jobs(config), **bar):  # composition errors name the job's overrides
                 jobs.append((overrides, job_check(check, overrides, job)))
                 unused &= set(not_taken(job, given))
             if not jobs:

@@ -482,15 +482,27 @@ class _Composer:
             raise ConfigError(f"{self.name}.yaml with {shown(overrides)}: {describe(error)}") from None
 
 
-def sweep_jobs(config: DictConfig) -> Iterator[tuple[list[str], DictConfig]]:
-    """The jobs of the running `igel-run -m` as Hydra's basic sweeper will launch them: each job's overrides and its
-    composed config. `config` is the sweep's own, with its hydra node; call it inside the Hydra app."""
+@dataclass(frozen=True)
+class SweepJobs:
+    """The jobs of a sweep, each job's overrides and its config, composed as they are iterated; len() is how many."""
+
+    batches: list[list[str]]
+    composer: _Composer
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self) -> Iterator[tuple[list[str], DictConfig]]:
+        return ((batch, self.composer.job(batch)) for batch in self.batches)
+
+
+def sweep_jobs(config: DictConfig) -> SweepJobs:
+    """The jobs of the running `igel-run -m` as Hydra's basic sweeper will launch them. `config` is the sweep's own,
+    with its hydra node; call it inside the Hydra app."""
     params = config.hydra.sweeper.get("params") or {}
     arguments = [f"{key}={value}" for key, value in params.items()] + list(config.hydra.overrides.task)
     search = [item for item in config.hydra.overrides.hydra if item.startswith("hydra.searchpath")]
-    composer = _Composer(config.hydra.job.config_name, search)
-    for batch in _expand(arguments, "the sweep"):
-        yield batch, composer.job(batch)
+    return SweepJobs(_expand(arguments, "the sweep"), _Composer(config.hydra.job.config_name, search))
 
 
 def _expand(arguments: list[str], where: str) -> list[list[str]]:

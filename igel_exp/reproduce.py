@@ -460,16 +460,18 @@ def _launcher_jobs(launch: Sequence[str]) -> int | None:
     return max(int(given[-1]), 1) if given and given[-1].isdigit() else None
 
 
-def _store(parser: argparse.ArgumentParser, arguments: argparse.Namespace, overrides: list[str]) -> tuple[str, str]:
-    """--tracking-uri, else a tracking.uri= override, else igel-run's default; and which gave it, for its errors. A
-    blank one is the command's option error."""
+def _store(
+    parser: argparse.ArgumentParser, arguments: argparse.Namespace, overrides: list[str]
+) -> tuple[str, str | None]:
+    """--tracking-uri, else a tracking.uri= override, else igel-run's default; and which gave it, for its errors (None:
+    the default, check_store_uri's own). A blank one is the command's option error."""
     if arguments.tracking_uri is not None:
         configured, key = arguments.tracking_uri, "--tracking-uri"
     else:
         given = [item.split("=", 1)[1] for item in overrides if item.startswith("tracking.uri=")]
         configured, key = given[-1] if given else None, "tracking.uri"
     try:
-        return tracking_uri(configured, key), key
+        return tracking_uri(configured, key), key if configured is not None else None
     except StoreError as error:
         parser.error(str(error))
 

@@ -84,8 +84,8 @@ def scalability_report(
 ) -> ScalabilityReport:
     """Read the finished Erdős–Rényi runs of `experiment` (only those of `sweeps`, parent run ids, if given)
     and draw both panels of `metric` (a run metric: time_total_s, time_<stage>_s, peak_rss_mib, ...)."""
-    uri = tracking_uri(uri, key="--tracking-uri")
-    check_store_uri(uri, key="--tracking-uri")
+    given, uri = uri, tracking_uri(uri, key="--tracking-uri")
+    check_store_uri(uri, key="--tracking-uri" if given is not None else None)
     if not store_exists(uri):  # reading must not make one
         raise StoreError(no_store(uri))
     runs = finished_runs(experiment, uri)

@@ -71,6 +71,12 @@ def matching(pattern: str, meaning: str) -> Any:
     return field(default=MISSING, metadata={"pattern": pattern, "meaning": meaning})
 
 
+def non_blank(meaning: str) -> Any:
+    """A string field that holds a non-space character: blank is refused, not taken for null, where null picks a
+    default (`data.root=$DIR` with $DIR unset would read another folder unawares)."""
+    return matching(r".*\S.*", f"the non-blank {meaning}")
+
+
 def number(low: float) -> Any:
     """An int or float kept as written (typed Any: a float field would turn the YAML's 8 into 8.0, and so change the
     identity of every run that has it), ≥ `low`."""
@@ -317,6 +323,10 @@ class SupervisedTrainer(Trainer):
 # --- task/ ------------------------------------------------------------------------------------------------------
 
 
+def metric_name() -> Any:
+    return non_blank("metric names (what igel-run returns to a sweeper)")
+
+
 @dataclass
 class Task:
     name: str = value()
@@ -327,7 +337,7 @@ class ClusteringTask(Task):
     k_min: int = at_least(1)
     k_max: int = at_least(1)
     kmeans_n_init: int = at_least(1)
-    objective: str = value()
+    objective: str = metric_name()
     score_neighbourhood: Neighbourhood = value()
 
 
@@ -335,8 +345,8 @@ class ClusteringTask(Task):
 class LinkPredictionTask(Task):
     removed_fraction: float = between(0, 1)
     validation_fraction: float = between(0, 1)
-    split_cache: Optional[str] = value()
-    objective: str = value()
+    split_cache: Optional[str] = non_blank("folders (null: ~/.cache/igel-exp/splits)")
+    objective: str = metric_name()
     split: Split = value()
     source: Optional[str] = value()  # experiment=transfer_link_prediction: the dataset whose model embeds this one
     source_overrides: list[str] = field(default_factory=list)
@@ -347,14 +357,14 @@ class NodeClassificationTask(Task):
     use_igel: bool = value()
     use_features: bool = value()
     standardise_features: bool = value()
-    objective: str = value()
+    objective: str = metric_name()
 
 
 @dataclass
 class ScalabilityTask(Task):
     memory_budget_gib: Optional[float] = above(0)
     memory_samples: int = at_least(1)
-    objective: str = value()
+    objective: str = metric_name()
     isolate: bool = value()
 
 
@@ -373,14 +383,13 @@ class SisterCitiesTask(Task):
 
 @dataclass
 class Tracking:
-    # blank is refused, not taken for null: `tracking.uri=$URI` with $URI unset would log to ./mlflow.db unawares
-    uri: Optional[str] = matching(r".*\S.*", "the non-blank URIs (null: the default store)")
-    parent_run_id: Optional[str] = value()
+    uri: Optional[str] = non_blank("URIs (null: the default store)")
+    parent_run_id: Optional[str] = non_blank("run ids (null: $IGEL_PARENT_RUN_ID, else none)")
 
 
 @dataclass
 class Data:
-    root: Optional[str] = value()
+    root: Optional[str] = non_blank("folders (null: $IGEL_DATA_DIR, else ~/.cache/igel-exp)")
     download: bool = value()
 
 
@@ -388,7 +397,7 @@ class Data:
 class RunSettings:
     """What igel-run's and igel-embed's top levels share."""
 
-    name: str = matching(r".*\S.*", "the non-blank names (it names the MLflow experiment)")
+    name: str = non_blank("names (it names the MLflow experiment)")
     seed: int = between(0, 2**32, closed_low=True)  # what numpy's and scikit-learn's generators take
     progress: bool = value()
     threads: Optional[int] = at_least(1)
@@ -631,6 +640,7 @@ def plain(config: DictConfig) -> DictConfig:
 
 # --- one-line errors --------------------------------------------------------------------------------------------
 
+GLOBAL_PACKAGE_HINT = "(an experiment file starts with `# @package _global_`)"
 _TYPE_NAMES = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false", "String": "a string"}
 
 
@@ -650,6 +660,8 @@ def describe(error: BaseException) -> str:
     key = getattr(cause, "full_key", None) or _find(r"full_key: (\S+)", text)
     if key:
         where = _find(r"^In '([^']+)'", str(error))  # the file whose value failed, when not the command line
+        if key == "experiment" and where:  # an experiment file without its package line (an empty one too)
+            return f"{where}.yaml: Hydra nests its keys under `experiment`, no setting {GLOBAL_PACKAGE_HINT}"
         return _describe_key(key, getattr(cause, "value", None), text) + (f" (set in {where})" if where else "")
     if isinstance(error, HydraException | OmegaConfBaseException) and cause is not error:
         return f"{first_line(error)}: {first_line(cause)}"
@@ -663,7 +675,7 @@ def _with_reason(error: BaseException) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     if len(lines) < 2 or not (lines[0].endswith(":") or lines[1].startswith("Did you mean")):
         return first_line(error)
-    hint = " (an experiment file starts with `# @package _global_`)" if "@experiment." in lines[0] else ""
+    hint = f" {GLOBAL_PACKAGE_HINT}" if "@experiment." in lines[0] else ""
     return f"{lines[0]} {lines[1]}{hint}"
 
 

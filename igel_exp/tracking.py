@@ -214,11 +214,15 @@ def _store_lock(database: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def check_store_uri(uri: str, *, key: str = "tracking.uri") -> None:
+def check_store_uri(uri: str, *, key: str | None = None) -> None:
     """Refuse in one line a store that would lose the runs (sqlite in memory) or that MLflow will not open: a plain
     path or file: URI is MLflow's file store, which MLflow 3.7 and later refuse (unless $MLFLOW_ALLOW_FILE_STORE is
     true) in a paragraph about migrating file stores, where a user who wrote runs.db meant sqlite:///runs.db; a
-    tracking server that does not answer. `key`: the config key or option that gave `uri`, which the errors name."""
+    tracking server that does not answer. `key`: the config key or option that gave `uri`, which the errors name;
+    None for tracking_uri's default, $MLFLOW_TRACKING_URI where `uri` is its value (a user who set it long ago and
+    never a tracking.uri would look for the wrong setting), else tracking.uri."""
+    if key is None:
+        key = "$MLFLOW_TRACKING_URI" if uri == os.environ.get("MLFLOW_TRACKING_URI") else "tracking.uri"
     if uri.startswith(("http://", "https://")):
         _probe_server(uri, key)
     if uri in IN_MEMORY_STORES:

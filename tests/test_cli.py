@@ -159,13 +159,21 @@ def test_a_working_directory_the_default_stores_uri_cannot_carry_is_one_line(tmp
 
 def test_an_experiment_file_hydra_cannot_compose_says_why_in_one_line(tmp_path, monkeypatch):
     """Hydra's reason is on its second line, which the one line left out: "… raised while composing config:" and
-    nothing after it; a file without its package line read "Could not override 'dataset@experiment.dataset'."."""
+    nothing after it; a file without its package line read "Could not override 'dataset@experiment.dataset'." or,
+    without defaults, named `experiment` as an unknown setting of the whole config."""
     monkeypatch.chdir(tmp_path)
     folder = tmp_path / "mine" / "experiment"
     folder.mkdir(parents=True)
     (folder / "listy.yaml").write_text("# @package _global_\n- a\n- b\n")
     (folder / "unpackaged.yaml").write_text("defaults:\n  - override /dataset: miserables\nname: mine\n")
+    (folder / "empty.yaml").write_text("")
+    (folder / "plain.yaml").write_text("trainer:\n  epochs: 1\n")
     mine = ["--config-dir", str(tmp_path / "mine")]
+    for name in ("empty", "plain"):  # both read "experiment is not a setting of Config (its settings: …)"
+        assert exit_line(*mine, f"experiment={name}") == (
+            f"igel-run: error: experiment/{name}.yaml: Hydra nests its keys under `experiment`, no setting (an"
+            " experiment file starts with `# @package _global_`)"
+        )
     assert exit_line(*mine, "experiment=listy") == (
         "igel-run: error: In 'experiment/listy': ConfigTypeError raised while composing config: Cannot merge"
         " DictConfig with ListConfig"

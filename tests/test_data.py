@@ -135,6 +135,19 @@ def test_a_damaged_gzip_edge_list_is_one_line(tmp_path):
     with pytest.raises(DataError, match=f"{path}: a damaged gzip file") as error:
         read_edgelist(path)
     assert "\n" not in str(error.value)
+    path.write_bytes(whole + b"<html>")  # more after its end: was "cannot read it (Not a gzipped file (b'<h'))"
+    with pytest.raises(DataError, match=rf"^{path}: a damaged gzip file \(bytes after its compressed data\)$"):
+        read_edgelist(path)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32"])
+def test_utf16_text_is_named_with_what_to_do(tmp_path, encoding):
+    """Windows' "Unicode" text reads as NUL bytes: it was called binary data."""
+    path = tmp_path / "g.txt"
+    path.write_bytes("a b\nb c\n".encode(encoding))
+    wide = encoding[:6].upper()
+    with pytest.raises(DataError, match=rf"^{path}: {wide} text, not UTF-8: save the file as UTF-8$"):
+        read_edgelist(path, node_ids="token")
 
 
 def test_quotes_are_characters_of_a_token_and_a_byte_order_mark_is_skipped(tmp_path):

@@ -399,7 +399,7 @@ def test_a_sweep_over_a_protocol_the_experiment_lacks_is_refused_when_planned(ex
         load_plan(path, "full")
 
 
-def test_an_output_folder_or_a_store_that_is_not_one_is_one_line(correlations, tmp_path, capsys):
+def test_an_output_folder_or_a_store_that_is_not_one_is_one_line(correlations, tmp_path, capsys, monkeypatch):
     plan, uri = correlations
     folder = ["--experiments", str(plan.path.parent)]
     for output, why in [(str(tmp_path), f"{tmp_path} is a folder"), ("", "blank")]:  # '': Path's '.', a folder too
@@ -433,6 +433,9 @@ def test_an_output_folder_or_a_store_that_is_not_one_is_one_line(correlations, t
     )
     assert report_main([*folder, f"tracking.uri={junk}"]) == 1
     assert capsys.readouterr().err.startswith(f"igel-report: error: tracking.uri={junk} is a path, which MLflow")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", str(junk))  # the default store's setting, not a key never given
+    assert report_main(folder) == 1
+    assert capsys.readouterr().err.startswith(f"igel-report: error: $MLFLOW_TRACKING_URI={junk} is a path, which")
 
 
 def test_a_store_that_is_not_a_database_is_one_error_line_and_no_warning(correlations, tmp_path, capsys, caplog):

@@ -103,6 +103,11 @@ def test_a_wrong_type_or_choice_fails_while_composing_in_one_line(compose_config
         (["trainer.compile=1"], "trainer.compile=1: expected one of false, true, auto"),
         (["trainer.compile=yes"], "trainer.compile=yes: expected one of false, true, auto"),
         (["name="], "name=: expected one of the non-blank names"),
+        # blank where null picks a default: the default, unsaid (`data.root=$DIR` with $DIR unset)
+        (["data.root="], "data.root=: expected one of the non-blank folders (null: $IGEL_DATA_DIR, else"),
+        (["experiment=link_prediction", "task.split_cache=' '"], "task.split_cache= : expected one of the non-blank"),
+        (["tracking.parent_run_id="], "tracking.parent_run_id=: expected one of the non-blank run ids"),
+        (["task.objective="], "task.objective=: expected one of the non-blank metric names"),
         (["seed=4294967296"], "seed=4294967296: expected an integer ≥ 0 and < 4294967296"),
         (["trainer.device=tpu"], "trainer.device=tpu: expected one of auto, cpu, mps, cuda, cuda:N, xpu or xpu:N"),
         (["experiment=link_prediction", "task.removed_fraction=1"], "task.removed_fraction=1.0: expected a number > 0"),

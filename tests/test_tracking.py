@@ -406,9 +406,10 @@ def test_a_store_in_a_read_only_folder_fails_in_one_line_and_gets_no_run(tmp_pat
     assert client.search_runs([experiment.experiment_id for experiment in client.search_experiments()]) == []
 
 
-def test_a_store_that_is_no_store_fails_at_once_in_one_line(tmp_path):
+def test_a_store_that_is_no_store_fails_at_once_in_one_line(tmp_path, monkeypatch):
     """A sqlite URI naming a folder (MLflow retried it for two minutes), a plain path (MLflow's file store, which it
-    no longer opens: a paragraph) and a scheme MLflow lacks: one line each, naming the store, and no run."""
+    no longer opens: a paragraph) and a scheme MLflow lacks: one line each, naming the store, and no run; the setting
+    that gave it is named, $MLFLOW_TRACKING_URI where no tracking.uri did."""
     with pytest.raises(StoreError, match=rf"^cannot write the MLflow store sqlite:///{tmp_path} \(a folder, not a"):
         open_experiment(f"sqlite:///{tmp_path}", "toy")
     runs = tmp_path / "runs.db"
@@ -422,6 +423,11 @@ def test_a_store_that_is_no_store_fails_at_once_in_one_line(tmp_path):
     with pytest.raises(StoreError, match=r"^cannot open the MLflow store nope://runs: \S") as error:
         open_experiment("nope://runs", "toy")
     assert "\n" not in str(error.value) and "writable place" not in str(error.value)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", str(runs))
+    with pytest.raises(StoreError, match=rf"^\$MLFLOW_TRACKING_URI={runs} is a path, which MLflow takes for a file"):
+        open_experiment(tracking.tracking_uri(None), "toy")
+    with pytest.raises(StoreError, match=r"^tracking.uri=sqlite:// keeps the runs in memory"):
+        open_experiment(tracking.tracking_uri("sqlite://"), "toy")
     assert not runs.exists()
 
 

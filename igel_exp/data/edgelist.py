@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import gzip
 import io
 import logging
 import os
@@ -96,10 +97,12 @@ def read_edgelist(
     try:
         _refuse_binary(path)
         columns = read_pairs(path, node_ids)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as error:
+        # gzip reads on past a member's end for another member: bytes there that are not one fail as "not gzipped"
+        reason = "bytes after its compressed data" if "Not a gzipped file" in str(error) else error
+        raise DataError(f"{path}: a damaged gzip file ({reason})") from None
     except OSError as error:  # unreadable, or gone since it was checked
         raise DataError(f"{path}: cannot read it ({error.strerror or error})") from None
-    except (EOFError, zlib.error) as error:  # gzip.BadGzipFile is an OSError
-        raise DataError(f"{path}: a damaged gzip file ({error})") from None
     ends, names = pd.factorize(pd.Series(np.column_stack(columns).ravel()), sort=False)
     return simple_graph(ends[0::2], ends[1::2], names.tolist(), str(path), parallel_edges)
 
@@ -120,11 +123,25 @@ def readable_file(path: Path, what: str) -> Path:
     return path
 
 
+# byte-order marks of the wide encodings, UTF-32's first (its little-endian mark begins with UTF-16's)
+WIDE_TEXT = {codecs.BOM_UTF32_LE: "UTF-32", codecs.BOM_UTF32_BE: "UTF-32", codecs.BOM_UTF16_LE: "UTF-16",
+             codecs.BOM_UTF16_BE: "UTF-16"}  # fmt: skip
+
+
 def _refuse_binary(path: Path) -> None:
-    """A file with NUL bytes in its first block is not a text edge list (with node_ids=token it would parse)."""
+    """A file with NUL bytes in its first block is not a text edge list (with node_ids=token it would parse). UTF-16
+    text (Windows' "Unicode", PowerShell 5's `>`) has them too: it is named, with what to do."""
     with open_binary(path) as handle:
-        if b"\0" in handle.read(1 << 16):
-            raise DataError(f"{path}: binary data (NUL bytes), not a text edge list")
+        block = handle.read(1 << 16)
+    if b"\0" not in block:
+        return
+    even = block[: len(block) // 2 * 2]
+    wide = next((name for mark, name in WIDE_TEXT.items() if block.startswith(mark)), None)
+    if wide is None and (not any(even[1::2]) or not any(even[0::2])):  # ASCII as UTF-16 without a mark
+        wide = "UTF-16"
+    if wide is not None:
+        raise DataError(f"{path}: {wide} text, not UTF-8: save the file as UTF-8")
+    raise DataError(f"{path}: binary data (NUL bytes), not a text edge list")
 
 
 def read_pairs(path: Path, node_ids: str = "int") -> tuple[np.ndarray, np.ndarray]:
