@@ -26,7 +26,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from igel_exp.entry import deliver_held_interrupt, interruptible, raise_held_interrupt
 from igel_exp.errors import FAILED_RUN, IgelError, first_line, option_error, yaml_problem
-from igel_exp.schema import describe, not_taken, override_keys, picked_groups, taken_by
+from igel_exp.schema import check_launcher, describe, not_taken, override_keys, picked_groups, taken_by
 
 CONFIG_PATH = "pkg://igel_exp.conf"
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -212,6 +212,10 @@ class SweepCheck(Callback):
         self.program = program
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            check_launcher(config.hydra.launcher)
+        except IgelError as error:
+            sys.exit(f"{self.program}: error: {error}")
         if config.hydra.sweeper.get("_target_") != BASIC_SWEEPER:
             return
         with interruptible():  # torch's import takes seconds
@@ -239,7 +243,7 @@ class SweepCheck(Callback):
             given = override_keys(config.hydra.overrides.task)
             unused = set(given)  # the command line's keys that no job's options take
             jobs = []
-            # a bar where the check takes long (a grid of thousands: some 10 ms a job)
+            # a bar where the check takes long (a grid of thousands: some 20 ms a job)
             bar = {"desc": "check the sweep", "unit": "job", "delay": 2, "disable": not config.get("progress", True)}
             for overrides, job in tqdm(sweep_jobs(config), **bar):  # composition errors name the job's overrides
                 jobs.append((overrides, job_check(check, overrides, job)))

@@ -122,6 +122,7 @@ class Plan:
     jobs: list[Job]
     arguments: list[str]  # the sweep as igel-run -m arguments: params, profile replacements, overrides
     skipped: int = 0  # jobs of the sweep that reproduce.skip leaves out
+    overrides: list[str] = field(default_factory=list)  # the command's own, last of `arguments`
 
     @property
     def experiments(self) -> list[str]:
@@ -165,7 +166,8 @@ def default_experiments_dir() -> Path:
 
 
 def table_files(folder: Path, selectors: Sequence[str] = ("all",)) -> list[Path]:
-    """The experiments/ files named by `selectors` (a file's stem, a paper table label, or `all`), in order."""
+    """The experiments/ files named by `selectors` (a file's name, .yaml or not, a paper table label, or `all`), in
+    order."""
     if not folder.is_dir():
         raise ConfigError(f"{folder}: no such experiments folder")
     documents, unreadable = {}, {}
@@ -188,7 +190,7 @@ def table_files(folder: Path, selectors: Sequence[str] = ("all",)) -> list[Path]
         if selector == "all":
             matches = files
         else:
-            matches = [path for path in files if path.stem == selector] or [
+            matches = [path for path in files if selector in (path.stem, path.name)] or [
                 path for path in files if str(documents[path].reproduce.get("table", "")).lower() == selector.lower()
             ]
         if not matches:
@@ -252,13 +254,13 @@ def load_plan(path: Path, profile: str = "full", overrides: Sequence[str] = ()) 
     if skipped and not jobs:  # not its rows' fault: the table has no run of these overrides
         given = f" with {shown(overrides)}" if overrides else ""
         raise ConfigError(f"{path.name}: reproduce.skip leaves out every job of the sweep{given}: nothing to run")
-    plan = Plan(path.stem, path, profile, spec, jobs, arguments, skipped)
+    plan = Plan(path.stem, path, profile, spec, jobs, arguments, skipped, list(overrides))
     check_cells(plan)
     return plan
 
 
 PLAN_CACHE_FORMAT = 1  # raised when a Plan's pickled form changes
-PLAN_CACHE_ENTRIES = 256  # the newest entries kept (a few kB to 2 MB each)
+PLAN_CACHE_ENTRIES = 64  # the newest entries kept (a few kB to 4 MB each)
 
 
 def cached_plan(path: Path, profile: str = "full", overrides: Sequence[str] = ()) -> Plan:

@@ -64,6 +64,7 @@ from igel_exp.reporting import (
     planned_jobs,
     render,
 )
+from igel_exp.schema import check_launcher
 from igel_exp.tracking import (
     DEFAULT_STORE,
     HEARTBEATS,
@@ -264,6 +265,7 @@ def hydra_launcher(plan: Plan, launch: Sequence[str]) -> Iterator[Launcher]:
             )
         except HydraException as error:
             raise ConfigError(f"{' '.join(launch)}: {first_line(error)}") from None
+        check_launcher(config.hydra.launcher)
         yield launcher
 
 

@@ -155,7 +155,7 @@ class IGELModel:
         """The model in a folder (one holding igel-model.json, or its `model/` subfolder), or of an MLflow run id
         in the store at `uri` (default: tracking.tracking_uri's), downloaded under MLflow's progress bar where
         `progress`. Raises ModelError with one line saying why not."""
-        path = Path(source)
+        path = Path(source).expanduser()  # a folder as a shell would read it (`source_run=~/model`, quoted)
         for folder in (path, path / ARTIFACT, path.parent if path.name == MANIFEST else None):
             if folder is not None and (folder / MANIFEST).is_file():
                 return cls.read(folder)
@@ -172,7 +172,7 @@ class IGELModel:
         where = folder / MANIFEST
         try:
             manifest = json.loads(where.read_text())
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, RecursionError) as error:  # RecursionError: nested deeper than Python reads
             raise ModelError(f"{where}: unreadable ({error})") from None
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
             raise ModelError(f'{where}: not an IGEL model file (no "format": "{FORMAT}")')

@@ -54,15 +54,24 @@ class ScalabilityReport:
     def text(self, fit: tuple[float, float], degree: float, nodes: int, metric: str) -> str:
         """The slopes and the tables, as printed by the command."""
         lines = [f"{self.runs} finished runs; {metric} (mean ± std over seeds, n runs)"]
-        for title, table, fitted, where in [
-            (f"against |V| at average degree {degree:g}", self.by_size, self.size_slopes, f"|V| in {_range(fit)}"),
-            (f"against the average degree at |V| = {nodes}", self.by_degree, self.degree_slopes, "all degrees"),
-        ]:
+        for title, table, fitted, where, option in [
+            (f"against |V| at average degree {degree:g}", self.by_size, self.size_slopes, f"|V| in {_range(fit)}",
+             "--degree"),
+            (f"against the average degree at |V| = {nodes}", self.by_degree, self.degree_slopes, "all degrees",
+             "--nodes"),
+        ]:  # fmt: skip
+            if table.empty:  # its panel is empty
+                lines.append(f"\n{title}: no run (another {option} picks runs for this panel)")
+                continue
             lines.append(f"\n{title}; log-log slope over {where}:")
             lines += [f"  α = {alpha}: {_slope(value)}" for alpha, value in fitted.items()]
             for row in table.itertuples():
                 lines.append(f"  α = {row.series}  x = {row.x:>9g}  {row.mean:12.3f} ± {row.std:.3f}  (n = {row.n})")
         return "\n".join(lines)
+
+
+def _listed(values: pd.Series) -> str:
+    return ", ".join(f"{value:g}" for value in sorted(values.unique()))
 
 
 def _range(fit: tuple[float, float]) -> str:
@@ -113,6 +122,11 @@ def scalability_report(
     runs = runs.assign(**{key: pd.to_numeric(runs[key]) for key in (NODES, DEGREE, ALPHA)}).dropna(subset=[value])
     by_size = seed_means(runs[runs[DEGREE] == degree], NODES, ALPHA, value)
     by_degree = seed_means(runs[runs[NODES] == nodes], DEGREE, ALPHA, value)
+    if by_size.empty and by_degree.empty:  # an empty figure
+        raise DataError(
+            f"no run at average degree {degree:g} (--degree) nor at |V| = {nodes} (--nodes): the runs have degrees"
+            f" {_listed(runs[DEGREE])} and sizes {_listed(runs[NODES])}"
+        )
     size_slopes, degree_slopes = slopes(by_size, *fit), slopes(by_degree)
     panels = [
         {
@@ -181,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
     formats = FigureCanvasBase.get_supported_filetypes()
     if output.suffix[1:].lower() not in formats:
         parser.error(f"--output {output}: not a figure format matplotlib writes ({', '.join(sorted(formats))})")
-    if args.degree < 0 or args.nodes < 1 or not 0 < args.fit_min <= args.fit_max:
+    if not args.degree >= 0 or args.nodes < 1 or not 0 < args.fit_min <= args.fit_max:  # NaN too
         parser.error("--degree must be ≥ 0, --nodes ≥ 1, and 0 < --fit-min ≤ --fit-max")
     fit = (args.fit_min, args.fit_max)
     try:

@@ -397,7 +397,8 @@ class Data:
 class RunSettings:
     """What igel-run's and igel-embed's top levels share."""
 
-    name: str = non_blank("names (it names the MLflow experiment)")
+    # it names the MLflow experiment, whose store refuses more than 500 characters (once the store was made)
+    name: str = matching(r"(?=.*\S).{1,500}", "the non-blank names of at most 500 characters (MLflow's experiments)")
     seed: int = between(0, 2**32, closed_low=True)  # what numpy's and scikit-learn's generators take
     progress: bool = value()
     threads: Optional[int] = at_least(1)
@@ -422,7 +423,7 @@ class Config(RunSettings):
 class EmbedConfig(RunSettings):
     """igel-embed's top level (conf/embed.yaml)."""
 
-    source_run: str = value()
+    source_run: str = non_blank("run ids and model folders")
     dataset: Any = value()
     tracking: Any = value()
 
@@ -479,6 +480,28 @@ def check(config: DictConfig, given: Iterable[str] = ()) -> None:
         raise ConfigError(problem)
     for key in not_taken(config, given):
         raise ConfigError(not_taken_message(config, key))
+
+
+JOBLIB_LAUNCHER = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
+
+
+def check_launcher(launcher: DictConfig) -> None:
+    """Raise ConfigError for settings of Hydra's joblib launcher (`hydra.launcher.*`) that joblib refuses: it reads them
+    only when the jobs launch, after the sweep's store and parent run are made (`hydra.launcher.n_jobs=0` was a
+    50-line traceback and a FAILED parent run)."""
+    if launcher.get("_target_") != JOBLIB_LAUNCHER:
+        return
+    import joblib
+    from hydra_plugins.hydra_joblib_launcher._core import process_joblib_cfg
+
+    settings = {key: value for key, value in OmegaConf.to_container(launcher).items() if key != "_target_"}
+    settings["backend"] = "loky"  # as the launcher sets it, after reading numbers given as strings
+    process_joblib_cfg(settings)
+    try:
+        joblib.Parallel(**settings)  # checks the backend's hints
+        joblib.effective_n_jobs(settings.get("n_jobs"))
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"hydra.launcher: joblib refuses its settings: {error}") from None
 
 
 def override_keys(overrides: Iterable[str]) -> list[str]:

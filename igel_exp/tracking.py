@@ -380,10 +380,6 @@ def open_experiment(uri: str, name: str) -> Experiment:
             if not os.access(database, os.W_OK):
                 raise PermissionError(13, "Permission denied", str(database))
         experiment = mlflow.set_experiment(name)
-        location = urlparse(experiment.artifact_location or "")
-        if location.scheme in ("", "file"):
-            Path(location.path).mkdir(parents=True, exist_ok=True)
-            _probe_write(Path(location.path))
     except OSError as error:
         raise StoreError(
             f"cannot write the MLflow store {uri} ({error.strerror}: {error.filename}): point tracking.uri or"
@@ -391,6 +387,18 @@ def open_experiment(uri: str, name: str) -> Experiment:
         ) from error
     except STORE_ERRORS as error:  # MLflow's own refusal (a scheme it lacks, a file store it no longer writes)
         raise StoreError(f"cannot open the MLflow store {uri}: {first_line(error)}") from error
+    location = urlparse(experiment.artifact_location or "")
+    if location.scheme in ("", "file"):
+        folder = Path(location.path)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            _probe_write(folder)
+        except OSError as error:  # the database may be writable while its experiment's artifact folder is not
+            raise StoreError(
+                f"cannot write the artifact folder {folder} of experiment {name!r} in the MLflow store {uri}"
+                f" ({error.strerror}): a sqlite store keeps an experiment's artifacts where it was"
+                " made (./mlruns of the folder of its first run): make that writable, or use a new store"
+            ) from error
     return experiment
 
 

@@ -228,6 +228,14 @@ def test_a_bad_job_stops_a_sweep_before_its_store_and_its_first_run(tmp_path, mo
         "igel-run: error: the job dataset=facebook data.download=false data.root=no-data trainer.epochs=0:"
         " trainer.epochs=0: expected"
     )
+    # the launcher's settings, which joblib reads as the jobs launch: a traceback after the store and parent run
+    joblib = ["hydra/launcher=joblib", "seed=0,1"]
+    assert exit_line("-m", *HERE, *joblib, "hydra.launcher.n_jobs=0") == (
+        "igel-run: error: hydra.launcher: joblib refuses its settings: n_jobs == 0 in Parallel has no meaning"
+    )
+    assert exit_line("-m", *HERE, *joblib, "hydra.launcher.prefer=nosuch").startswith(
+        "igel-run: error: hydra.launcher: joblib refuses its settings: prefer=nosuch is not a valid backend hint"
+    )
     assert not (tmp_path / "mlflow.db").exists()
 
 

@@ -91,7 +91,17 @@ def edges_list(graph) -> list[tuple[str, str]]:
 @pytest.mark.parametrize(
     "text, node_ids, message",
     [
-        ("1 2\n2 x\n", "int", r"g.txt:2: node id 'x' is not an integer"),
+        (
+            "1 2\n2 x\n",
+            "int",
+            r"g.txt:2: node id 'x' is not an integer \(set dataset.node_ids=token for arbitrary ids\)$",
+        ),
+        # a header, which node_ids=token would read as an edge
+        (
+            "source target\n1 2\n",
+            "int",
+            r"g.txt:1: node id 'source' is not an integer \(.*; a header line starts with #\)$",
+        ),
         ("1 2\n1_000 7\n", "int", r"g.txt:2: node id '1_000' is not an integer"),  # which int() reads as 1000
         ("1e3 2\n1000 3\n", "int", r"g.txt:1: node id '1e3' is not an integer"),  # pandas read it as node 1000
         ("# 1.5 ok here\n1.0 2\n", "int", r"g.txt:2: node id '1.0' is not an integer"),  # and this as 1

@@ -61,6 +61,8 @@ def test_a_bad_source_run_fails_before_any_run(store_uri):
         (["dataset=miserables", "dataset.path=graph.txt"], "dataset.path is not a setting of dataset=miserables"),
         # was a FAILED run: a named dataset's file is looked for before the run, too
         (["dataset=facebook", "data.download=false", "data.root=no-data"], "Facebook.edgelist.gz is missing: download"),
+        # was the model of ./model/, whichever that was (Path('') is the working directory), in a FINISHED run
+        (["source_run="], "source_run=: expected one of the non-blank run ids and model folders"),
     ],
 )
 def test_a_bad_embed_config_fails_in_one_line_before_any_run(store_uri, overrides, line):
@@ -68,6 +70,8 @@ def test_a_bad_embed_config_fails_in_one_line_before_any_run(store_uri, override
     picks, the dataset's files) before its model and run."""
     with pytest.raises(IgelError, match=f"^{re.escape(line)}"):
         embed(embed_config("source_run=nope", *overrides), given=[override.split("=")[0] for override in overrides])
+    client = mlflow.MlflowClient(store_uri)
+    assert client.search_runs([experiment.experiment_id for experiment in client.search_experiments()]) == []
     client = mlflow.MlflowClient(store_uri)
     assert client.search_runs([experiment.experiment_id for experiment in client.search_experiments()]) == []
 

@@ -104,6 +104,7 @@ def test_tables_are_chosen_by_file_name_paper_label_or_all(experiments_dir):
     (folder / "notes.yaml").write_text("just: data\n")  # no reproduce: block, not a table
     assert table_files(folder) == [first, second]
     assert table_files(folder, ["second"]) == table_files(folder, ["beta"]) == [second]
+    assert table_files(folder, ["second.yaml"]) == [second]  # as a shell completes it
     with pytest.raises(ConfigError, match="no table 'gamma' in .*; valid tables: all, first, second$"):
         table_files(folder, ["gamma"])
 

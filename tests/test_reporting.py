@@ -164,7 +164,7 @@ def test_markdown_shows_paper_ours_and_difference_and_what_is_missing(correlatio
     assert "- 1 not run: encoder.distance=2 seed=2" in lines
 
 
-def test_quick_profile_is_named_in_the_header(correlations, capsys):
+def test_quick_profile_and_overrides_are_named_in_the_header(correlations, capsys):
     plan, uri = correlations
     assert report_main(["correlations", "--profile", "quick", "--experiments", str(plan.path.parent)]) == 0
     text = capsys.readouterr().out
@@ -173,6 +173,12 @@ def test_quick_profile_is_named_in_the_header(correlations, capsys):
     assert "| 1 | 0.500 | 5.000 (n=1) | +4.500 |" in text  # the quick run, and only it
     rerun = f"igel-reproduce correlations --profile quick --experiments {plan.path.parent}"
     assert f"Missing 5 of 6 runs (`{rerun}` runs them):" in text
+    # the command's overrides, which make other runs than the file's: said in the header (they showed only in the
+    # missing runs' hint, absent once none is missing), not taken for the profile's settings
+    assert report_main(["correlations", "--profile", "quick", "--experiments", str(plan.path.parent), "seed=0"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("### Correlations (correlations) — quick profile — with overrides\n")
+    assert "\nOverrides of every job, after the file's sweep and the quick profile: seed=0.\n" in text
 
 
 def test_csv_has_one_line_per_cell_with_raw_numbers(correlations, tmp_path):

@@ -366,13 +366,18 @@ def test_an_unknown_launcher_is_one_line(experiments_dir, store_uri, capsys):
     )
 
 
-def test_a_dry_run_refuses_an_unknown_launcher_as_the_run_does(experiments_dir, store_uri, capsys):
+def test_a_dry_run_refuses_an_unknown_launcher_or_its_bad_settings_as_the_run_does(experiments_dir, store_uri, capsys):
     experiments_dir("tiny", {"encoder.distance": "1", "seed": "0"}, TABLE)
     assert reproduce(experiments_dir.folder, "--dry-run", "hydra/launcher=nope") == 1
     captured = capsys.readouterr()
     [error] = captured.err.strip().splitlines()
     assert captured.out == "" and error.startswith("igel-reproduce: error: hydra/launcher=nope: ")
     assert "Could not find 'hydra/launcher/nope'" in error
+    # settings joblib refuses when the jobs launch: the dry run priced them "one job at a time"
+    assert reproduce(experiments_dir.folder, "--dry-run", "hydra/launcher=joblib", "hydra.launcher.n_jobs=0") == 1
+    assert capsys.readouterr().err == (
+        "igel-reproduce: error: hydra.launcher: joblib refuses its settings: n_jobs == 0 in Parallel has no meaning\n"
+    )
 
 
 @pytest.mark.parametrize(

@@ -99,12 +99,14 @@ def test_unseen_graphs_with_degrees_beyond_max_degree_are_clamped(compose_config
     np.testing.assert_allclose(model.embed(hub), expected, rtol=1e-5, atol=1e-6)
 
 
-def test_a_saved_model_round_trips_through_a_folder(compose_config, store_uri, tmp_path):
+def test_a_saved_model_round_trips_through_a_folder(compose_config, store_uri, tmp_path, monkeypatch):
     model = IGELModel.load(last_run(compose_config(*QUICK)))
     graph = ig.Graph.Erdos_Renyi(50, 0.1)
     again = IGELModel.load(model.save(tmp_path / "copy"))
     np.testing.assert_array_equal(again.embed(graph), model.embed(graph))
     assert IGELModel.load(tmp_path / "copy" / MANIFEST).encoder.frozen() == model.encoder.frozen()
+    monkeypatch.setenv("HOME", str(tmp_path))  # `source_run='~/copy'`, quoted past the shell, as dataset.path reads it
+    assert IGELModel.load("~/copy").encoder.frozen() == model.encoder.frozen()
 
 
 def test_embedding_leaves_the_global_random_state_alone(compose_config, store_uri):
@@ -180,6 +182,9 @@ def test_another_format_version_is_refused(compose_config, store_uri, tmp_path):
     assert str(error.value) == f"{folder / MANIFEST}: IGEL model format version 2; this igel-exp reads version 1"
     (folder / MANIFEST).write_text(json.dumps({"something": "else"}))
     with pytest.raises(ModelError, match='not an IGEL model file \\(no "format": "igel-model"\\)'):
+        IGELModel.load(folder)
+    (folder / MANIFEST).write_text("[" * 100_000 + "]" * 100_000)  # was a RecursionError traceback
+    with pytest.raises(ModelError, match=f"^{re.escape(str(folder / MANIFEST))}: unreadable"):
         IGELModel.load(folder)
     (folder / MANIFEST).write_text(json.dumps({**manifest, "encoder": {**manifest["encoder"], "n_features": 3}}))
     with pytest.raises(ModelError, match="a malformed IGEL model .*inconsistent encoder settings"):

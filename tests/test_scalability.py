@@ -297,6 +297,17 @@ def test_plot_command_draws_both_panels_with_fitted_slopes(tracking_uri, tmp_pat
     assert legend == ["α = 1 (slope 1.00)", "α = 2 (slope 1.25)"]
     plot_main(["--output", str(output), "--fit-min", "3000", "--fit-max", "4000"])  # no size in it: `slope nan`
     assert "α = 1: no slope: fewer than two sizes in the range" in capsys.readouterr().out
+    # a degree or a size of no run: its panel says so (it printed a title over nothing, and drew an empty figure)
+    plot_main(["--output", str(output), "--degree", "3"])
+    assert "against |V| at average degree 3: no run (another --degree picks runs for this panel)" in (
+        capsys.readouterr().out
+    )
+    with pytest.raises(SystemExit) as exited:
+        plot_main(["--output", str(output), "--degree", "3", "--nodes", "7"])
+    assert exited.value.code == (
+        "igel-scalability-plot: error: no run at average degree 3 (--degree) nor at |V| = 7 (--nodes): the runs have"
+        " degrees 2, 4, 8, 16 and sizes 256, 1024, 4096, 16384"
+    )
 
 
 def test_plot_command_option_errors_are_one_line(capsys):
@@ -307,6 +318,9 @@ def test_plot_command_option_errors_are_one_line(capsys):
         "igel-scalability-plot: error: argument --degree: invalid float value: 'many' (igel-scalability-plot --help"
         " lists the options)"
     ]
+    with pytest.raises(SystemExit, match="^2$"):
+        plot_main(["--output", "x.png", "--degree", "nan"])  # passed the range check: an empty figure
+    assert "--degree must be ≥ 0" in capsys.readouterr().err
 
 
 def test_plot_command_refuses_a_figure_it_cannot_write_in_one_line(tracking_uri, tmp_path, capsys):

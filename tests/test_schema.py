@@ -103,6 +103,7 @@ def test_a_wrong_type_or_choice_fails_while_composing_in_one_line(compose_config
         (["trainer.compile=1"], "trainer.compile=1: expected one of false, true, auto"),
         (["trainer.compile=yes"], "trainer.compile=yes: expected one of false, true, auto"),
         (["name="], "name=: expected one of the non-blank names"),
+        ([f"name={'n' * 501}"], f"name={'n' * 501}: expected one of the non-blank names of at most 500 characters"),
         # blank where null picks a default: the default, unsaid (`data.root=$DIR` with $DIR unset)
         (["data.root="], "data.root=: expected one of the non-blank folders (null: $IGEL_DATA_DIR, else"),
         (["experiment=link_prediction", "task.split_cache=' '"], "task.split_cache= : expected one of the non-blank"),

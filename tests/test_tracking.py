@@ -11,6 +11,8 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
+from urllib.parse import urlparse
 
 import mlflow
 import pytest
@@ -370,6 +372,31 @@ def test_a_process_is_told_from_a_later_one_with_its_pid():
     host, pid, start = process_identity().split()
     assert process_gone(f"{host} {pid} {int(start) - 1}")  # this pid, but not this process: it was reused
     assert not process_gone(f"not-{host} {pid} {start}")  # another machine's: nothing to tell by
+
+
+def test_an_experiment_whose_artifact_folder_is_read_only_names_that_folder(tmp_path, monkeypatch, obeys_permissions):
+    """The database writable, the experiment's artifact folder (./mlruns/ID of where the experiment was made) not: the
+    line named the store as unwritable, sending the user to a database that was fine."""
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    artifacts = Path(urlparse(open_experiment(uri, "toy").artifact_location).path)
+    script = (
+        "import sys; from igel_exp.errors import StoreError; from igel_exp.tracking import open_experiment\n"
+        "try:\n    open_experiment(sys.argv[1], 'toy')\nexcept StoreError as error:\n    print(error)\n"
+    )
+    artifacts.chmod(0o555)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", script, uri], capture_output=True, text=True, preexec_fn=obeys_permissions
+        )
+    finally:
+        artifacts.chmod(0o755)
+    assert result.stdout == (
+        f"cannot write the artifact folder {artifacts} of experiment 'toy' in the MLflow store {uri} (Permission"
+        " denied): a sqlite store keeps an experiment's artifacts where it was made (./mlruns of the"
+        " folder of its first run): make that writable, or use a new store\n"
+    ), result.stderr
 
 
 def test_a_store_in_a_read_only_folder_fails_in_one_line_and_gets_no_run(tmp_path, obeys_permissions, _empty_store):

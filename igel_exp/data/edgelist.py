@@ -230,8 +230,11 @@ def _as_int(token: str, path: Path, number: int) -> int:
             raise ValueError(token)
         value = int(token)
     except ValueError:
+        # the first line may be a header, which node_ids=token would read as an edge: its remedy is a comment
+        header = "; a header line starts with #" if number == 1 else ""
         raise DataError(
-            f"{path}:{number}: node id {token!r} is not an integer (set dataset.node_ids=token for arbitrary ids)"
+            f"{path}:{number}: node id {token!r} is not an integer (set dataset.node_ids=token for arbitrary ids"
+            f"{header})"
         ) from None
     if not INT64.min <= value <= INT64.max:
         raise DataError(
