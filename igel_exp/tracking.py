@@ -933,9 +933,8 @@ class SweepCallback(Callback):
         HEARTBEATS.end(self.parent_run_id)
         client = mlflow.MlflowClient()
         if status == RunStatus.FAILED:  # the process exits before the sweep's end: an interrupt or a failed job
-            client.set_tag(
-                self.parent_run_id, "error", "the sweep stopped before its last job: interrupted, or a job failed"
-            )
+            why = "the sweep stopped before its last job: interrupted, a job failed, or its launcher did"
+            client.set_tag(self.parent_run_id, "error", why)
         client.set_terminated(self.parent_run_id, RunStatus.to_string(status))
         os.environ.pop(PARENT_RUN_ENV, None)
         os.environ.pop(LAUNCHER_ENV, None)

@@ -425,7 +425,7 @@ def test_interrupts_end_the_runs_in_progress_failed(tmp_path, mode, stop):
     parents = tracked["run_id"] == sweep if sweep is not None else tracked["run_id"].isna()
     jobs_errors = tracked[~parents]["tags.error"].dropna()
     assert len(jobs_errors) == jobs and all(jobs_errors.str.startswith("KeyboardInterrupt"))
-    stopped = "the sweep stopped before its last job: interrupted, or a job failed"
+    stopped = "the sweep stopped before its last job: interrupted, a job failed, or its launcher did"
     assert list(tracked[parents]["tags.error"]) == [stopped] * ("-m" in mode)  # the parent says why it FAILED
 
 
