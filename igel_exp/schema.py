@@ -397,7 +397,7 @@ class Data:
 class RunSettings:
     """What igel-run's and igel-embed's top levels share."""
 
-    # it names the MLflow experiment, whose store refuses more than 500 characters (once the store was made)
+    # it names the MLflow experiment: MLflow refuses more than 500 characters, but only once the store exists
     name: str = matching(r"(?=.*\S).{1,500}", "the non-blank names of at most 500 characters (MLflow's experiments)")
     seed: int = between(0, 2**32, closed_low=True)  # what numpy's and scikit-learn's generators take
     progress: bool = value()
@@ -495,8 +495,8 @@ def check_launcher(launcher: DictConfig) -> None:
     from hydra_plugins.hydra_joblib_launcher._core import process_joblib_cfg
 
     settings = {key: value for key, value in OmegaConf.to_container(launcher).items() if key != "_target_"}
-    settings["backend"] = "loky"  # as the launcher sets it, after reading numbers given as strings
-    process_joblib_cfg(settings)
+    settings["backend"] = "loky"  # as the launcher sets it
+    process_joblib_cfg(settings)  # and as it reads numbers given as strings
     try:
         joblib.Parallel(**settings)  # checks the backend's hints
         joblib.effective_n_jobs(settings.get("n_jobs"))
