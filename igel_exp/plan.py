@@ -40,7 +40,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from igel_exp import user_cache_dir
 from igel_exp.errors import ConfigError, first_line, yaml_problem
-from igel_exp.identity import config_hash
+from igel_exp.identity import PACKAGE, config_hash, source_fingerprint
 from igel_exp.protocol import DEFAULT as DEFAULT_PROTOCOL
 from igel_exp.protocol import check_protocol
 from igel_exp.schema import check, describe
@@ -287,18 +287,18 @@ def cached_plan(path: Path, profile: str = "full", overrides: Sequence[str] = ()
 
 
 def _fingerprint(experiments: Path, question: str) -> str:
-    """What a plan is made of: the experiments folder's files and the package's (its code, its packaged configs), the
-    Python, Hydra and OmegaConf versions, the environment variables the configs read (oc.env) and the question."""
+    """What a plan is made of: the package's code (identity.source_fingerprint, read once a process: all but the
+    evaluators and figures, which no plan reads), its packaged configs and the experiments folder's, the Python, Hydra
+    and OmegaConf versions, the environment variables the configs read (oc.env) and the question."""
     digest = hashlib.sha256(f"{PLAN_CACHE_FORMAT} {sys.version} {question}".encode())
     for package in ("hydra-core", "omegaconf"):
         digest.update(importlib.metadata.version(package).encode())
+    digest.update(source_fingerprint(PACKAGE).encode())
     texts = [question.encode()]
-    roots = [importlib.resources.files("igel_exp"), importlib.resources.files("igel_exp.conf"), experiments]
-    for root in map(Path, roots):
-        for file in sorted(root.rglob("*")):
-            if file.suffix in (".py", ".yaml") and file.is_file():
-                texts.append(file.read_bytes())
-                digest.update(f"\0{file}\0{len(texts[-1])}\0".encode() + texts[-1])
+    for root in map(Path, [importlib.resources.files("igel_exp.conf"), experiments]):
+        for file in (file for file in sorted(root.rglob("*.yaml")) if file.is_file()):
+            texts.append(file.read_bytes())
+            digest.update(f"\0{file}\0{len(texts[-1])}\0".encode() + texts[-1])
     for name in sorted(set(re.findall(rb"oc\.env:\s*(\w+)", b"\n".join(texts)))):
         digest.update(repr((name, os.environ.get(name.decode()))).encode())
     return digest.hexdigest()
