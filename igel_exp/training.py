@@ -28,6 +28,7 @@ from igel_exp.errors import ConfigError, IgelError, first_line
 from igel_exp.models import (
     FreeEmbedding,
     GatheredNegatives,
+    HotRows,
     IGELEmbedding,
     Lookup,
     RowPairs,
@@ -401,6 +402,8 @@ class _SkipGramStep:
         self.capture_failure: str | None = None  # why a batch shape's step runs eagerly on a GPU, the first one's
         self.compiled_steps = CompiledStep(feature_walk_steps) if trainer.compiled else None
         self.queued: list[tuple[torch.Tensor, torch.Tensor]] = []  # (walks, negatives) of steps for a compiled call
+        self.hot: HotRows | None = None  # the authors' batches' hot rows (models.RowPairs), once counted
+        self.hot_counted = False
 
     def start_epoch(self) -> None:
         self.loss_sum.zero_()
@@ -469,7 +472,9 @@ class _SkipGramStep:
         pairs = len(targets)
         table, lookup = self.model.lookup(torch.cat([targets, others]))
         ends = torch.arange(len(table), device=table.device) if lookup.index is None else lookup.index  # rows in table
-        scored = RowPairs(table, ends)
+        if not self.hot_counted:  # the first batch's hot rows serve the run: every batch samples the same stream
+            self.hot, self.hot_counted = HotRows.of(ends, len(table)), True
+        scored = RowPairs(table, ends, self.hot)
         dot = scored.dots()
         logit = dot * self.affine[0] + self.affine[1]
         loss = F.binary_cross_entropy_with_logits(logit, labels, reduction="sum")

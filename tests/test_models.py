@@ -516,14 +516,17 @@ def test_a_diverged_training_is_one_line_naming_the_learning_rate():
 
 @pytest.mark.parametrize("distinct", [False, True], ids=["nodes", "distinct rows"])
 @pytest.mark.parametrize(
-    "pairs", [5, 60, 600, 6000], ids=["a row per id", "every node's table", "dots from the Gram", "every two rows"]
+    "pairs, hubs",
+    [(5, 0), (60, 0), (600, 0), (6000, 0), (600, 3)],
+    ids=["a row per id", "every node's table", "dots from the Gram", "every two rows", "a block of hot rows"],
 )
-def test_the_authors_step_takes_the_gradient_of_their_mean_binary_cross_entropy(layout, device, pairs, distinct):
+def test_the_authors_step_takes_the_gradient_of_their_mean_binary_cross_entropy(layout, device, pairs, hubs, distinct):
     """trainer.batching=buckets: W and the logit's scale and bias get autograd's gradient of the batch's mean binary
     cross-entropy through e = X W, whether the ids repeat (every node's table, each row's entries summed; with enough
     pairs the dots from the table's Gram matrix; with more pairs than the table has pairs of rows, the gradient too
-    through the matrices of every two rows) or not, and whether the pairs are
-    of nodes or of their distinct feature rows (52 of 77 nodes' rows here), as the trainer scores them."""
+    through the matrices of every two rows; on the CPU, where a few hubs are most ends, through the block of their
+    rows' products with every row, the pairs of two other rows gathered) or not, and whether the pairs are of nodes
+    or of their distinct feature rows (52 of 77 nodes' rows here), as the trainer scores them."""
     graph = small_graphs()["miserables"]
     features = IGELEncoder(2).fit_transform(graph)
     model = IGELEmbedding(features, dim=4).to(device)
@@ -535,6 +538,9 @@ def test_the_authors_step_takes_the_gradient_of_their_mean_binary_cross_entropy(
     step.optimiser = SimpleNamespace(step=taken.append)  # what Adam is handed
     generator = torch.Generator().manual_seed(pairs)
     targets, others = torch.randint(77, (2, pairs), generator=generator)
+    if hubs:  # nine in ten ends are one of the hubs (nodes 11, 22, ...): their rows are hot, the others are not
+        hub = torch.rand(2, pairs, generator=generator) < 0.9
+        targets, others = torch.where(hub, 11 * (1 + torch.randint(hubs, (2, pairs), generator=generator)), targets)
     labels = (torch.rand(pairs, generator=generator) < 0.3).double()
     scored_ids = [torch.as_tensor(rows)[ids].to(device) for ids in (targets, others)]
     step.pair_batch(*scored_ids, labels.float().to(device))
