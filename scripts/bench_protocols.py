@@ -1,11 +1,14 @@
 """Benchmark: the training time of the authors' code path against the faithful one, run for run.
 
-    python scripts/bench_protocols.py [--experiment sister_cities] [--distance 2] [--seed 0] [--repeats 3]
+    python scripts/bench_protocols.py [--experiment sister_cities] [--distance 1 2 3 4] [--seed 0] [--repeats 3]
+        [--threads 1]
 
-Runs `igel-run experiment=E encoder.distance=A seed=S protocol=P threads=1 progress=false` for protocol=authors and
-protocol=faithful in turn, --repeats rounds, each run in a fresh temporary MLflow store (no run reuses another's
-embeddings). Prints each run's training time (time_train_s) and whole run, then each protocol's best of both and
-their ratios. Run it on an otherwise idle machine: it measures one job at a time.
+Runs `igel-run experiment=E encoder.distance=A seed=S protocol=P threads=T progress=false` for protocol=authors and
+protocol=faithful in turn, for each α, --repeats rounds, each run in a fresh temporary MLflow store (no run reuses
+another's embeddings). Prints each run's training time (time_train_s) and whole run, then each protocol's best of both
+per α, their ratios, and the sums over the α (a table's cost: issue 16 asks that the authors' path cost no more than
+the faithful one). `--threads 0` leaves torch's default. Run it on an otherwise idle machine: it measures one job at a
+time.
 """
 
 from __future__ import annotations
@@ -32,14 +35,14 @@ def train_seconds(uri: str) -> float:
     return run.data.metrics["time_train_s"]
 
 
-def run_once(experiment: str, distance: int, seed: int, protocol: str) -> tuple[float, float]:
+def run_once(experiment: str, distance: int, seed: int, protocol: str, threads: int) -> tuple[float, float]:
     """(training seconds, whole run's seconds) of one igel-run in a fresh store."""
     with tempfile.TemporaryDirectory() as folder:
         uri = f"sqlite:///{Path(folder) / 'mlflow.db'}"
         command = [
             sys.executable, "-m", "igel_exp.cli", f"experiment={experiment}", f"encoder.distance={distance}",
-            f"seed={seed}", f"protocol={protocol}", "threads=1", "progress=false", f"tracking.uri={uri}",
-            f"hydra.run.dir={folder}/hydra",
+            f"seed={seed}", f"protocol={protocol}", "progress=false", f"tracking.uri={uri}",
+            f"hydra.run.dir={folder}/hydra", *([f"threads={threads}"] if threads else []),
         ]  # fmt: skip
         started = time.perf_counter()
         subprocess.run(command, check=True, capture_output=True)
@@ -49,23 +52,31 @@ def run_once(experiment: str, distance: int, seed: int, protocol: str) -> tuple[
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--experiment", default="sister_cities", help="sister_cities or clustering (both paths)")
-    parser.add_argument("--distance", type=int, default=2)
+    parser.add_argument("--distance", type=int, nargs="+", default=[2], help="one α or several (their sums too)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1, help="torch's threads per run; 0: its default")
     arguments = parser.parse_args()
     print(f"machine: {hardware()}", flush=True)
-    best = {protocol: [float("inf"), float("inf")] for protocol in PROTOCOLS}  # training, whole run
+    # best[distance][protocol] = [training, whole run], each the best over the rounds
+    best = {distance: {protocol: [float("inf")] * 2 for protocol in PROTOCOLS} for distance in arguments.distance}
     for round_ in range(1, arguments.repeats + 1):
-        for protocol in PROTOCOLS:
-            train, whole = run_once(arguments.experiment, arguments.distance, arguments.seed, protocol)
-            best[protocol] = [min(train, best[protocol][0]), min(whole, best[protocol][1])]
-            print(f"round {round_}, protocol={protocol}: training {train:.2f} s, whole run {whole:.1f} s", flush=True)
-    (authors, authors_whole), (faithful, faithful_whole) = best["authors"], best["faithful"]
-    print(
-        f"{arguments.experiment}, α = {arguments.distance}, best of {arguments.repeats}: training {authors:.2f} s on"
-        f" the authors' path, {faithful:.2f} s faithful ({authors / faithful:.2f}×); whole runs {authors_whole:.1f} s"
-        f" against {faithful_whole:.1f} s ({authors_whole / faithful_whole:.2f}×)"
-    )
+        for distance, times in best.items():
+            for protocol in PROTOCOLS:
+                train, whole = run_once(arguments.experiment, distance, arguments.seed, protocol, arguments.threads)
+                times[protocol] = [min(train, times[protocol][0]), min(whole, times[protocol][1])]
+                line = f"round {round_}, α = {distance}, {protocol}: training {train:.2f} s, whole run {whole:.1f} s"
+                print(line, flush=True)
+    summed = {
+        protocol: [sum(times[protocol][part] for times in best.values()) for part in (0, 1)] for protocol in PROTOCOLS
+    }
+    for distance, times in [*best.items(), ("summed", summed)]:
+        (authors, authors_whole), (faithful, faithful_whole) = times["authors"], times["faithful"]
+        print(
+            f"{arguments.experiment}, α = {distance}, best of {arguments.repeats}: training {authors:.2f} s on the"
+            f" authors' path, {faithful:.2f} s faithful ({authors / faithful:.2f}×); whole runs {authors_whole:.1f} s"
+            f" against {faithful_whole:.1f} s ({authors_whole / faithful_whole:.2f}×)"
+        )
 
 
 if __name__ == "__main__":
