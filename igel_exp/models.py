@@ -574,19 +574,23 @@ def _stable_sort(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 class RowPairs:
     """Pairs of rows of a table of embeddings (m × d), the authors' batches (trainer.batching=buckets): `ends` holds
-    each pair's first row, then each pair's second. Their dot products, and the table's gradient given dL/d(dot) per
-    pair: each end gets its partner's row times it. Three ways to them:
+    each pair's first row, then each pair's second. `gradients` gives the batch's binary cross-entropy of σ(a·dot + b)
+    against the pairs' labels and the gradients of its mean (nur-ag/IGEL src/model_utils.py train_negative_sampling,
+    nn.BCEWithLogitsLoss): the logit's scale and bias's, and the table's, where each end of a pair gets its partner's
+    row times dL/d(dot). Three ways to them:
 
+    - **The Gram matrix**: a table of at most GRAM_DOTS times as many rows squared as the batch has pairs (Les
+      Misérables' 38 distinct rows against 50,000 pairs). A pair's loss depends only on its cell of the matrix of every
+      two rows and its label, so the pairs are counted per cell, all of them and the positives, and the loss and
+      dL/d(logit) taken per cell from the Gram matrix (one product); the table's gradient is then (S + Sᵀ) · table for S
+      the cells' dL/d(dot). Les Misérables' step took 1.1 against 2.5 ms scoring every pair from the same matrix.
     - **A block of hot rows** (`hot`, HotRows): a pair with a hot end takes its dot from the block of the hot rows'
       products with every row (k × m, one product), and its dL/d(dot), summed per cell of that block, sends the
       gradient both ways (two more products); the few pairs of two cold rows are gathered. Sister Cities' 785 distinct
       rows at α = 1 have 27 hot rows, an end of 94 % of a batch's 25,000 pairs (one row alone is 38 % of the ends):
-      1.6 against 2.8 ms a batch on two threads, 1.7 against 5.0 ms on one, for the Gram matrices below (a run's first
-      200 batches, best of 3), on the first-generation AMD EPYC whose 128-bit FMA units made those the authors' runs'
-      cost.
-    - **The Gram matrix**: a table of at most GRAM_DOTS times as many rows squared as the batch has pairs (Les
-      Misérables' 38 distinct rows against 25,000 pairs) gets the dots from its Gram matrix, one product, and the
-      gradient from the pairs' dL/d(dot) summed per cell, both ways (a scatter of scalars), times the table.
+      1.6 against 2.8 ms a batch on two threads, 1.7 against 5.0 ms on one, for their dots and gradients from the Gram
+      matrix (a run's first 200 batches, best of 3), on the first-generation AMD EPYC whose 128-bit FMA units made
+      that matrix the authors' runs' cost.
     - **Gathered**: otherwise the pairs' rows are gathered for the dots, and their gradients summed by row
       (sum_rows_by)."""
 
@@ -596,32 +600,53 @@ class RowPairs:
         self.table, self.ends, self.pairs = table, ends, len(ends) // 2
         first, second = ends[: self.pairs], ends[self.pairs :]
         self.block = None if hot is None else _HotBlock(table, first, second, hot)
-        self.cells = None  # Gram: each pair's cell of the matrix of every two rows, then its mirror's
+        self.cells = None  # Gram: each pair's cell of the matrix of every two rows
         rows = len(table)
         if hot is None and rows**2 <= self.GRAM_DOTS * self.pairs:
-            self.cells = torch.cat([first * rows + second, second * rows + first])
+            self.cells = first * rows + second
 
-    def dots(self) -> torch.Tensor:
-        if self.block is not None:
-            return self.block.dots()
+    def gradients(self, labels: torch.Tensor, affine: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The batch's loss summed over its pairs, and the gradients of its mean: dL/d(scale, bias) and dL/d(table)."""
         if self.cells is not None:
-            return (self.table @ self.table.T).view(-1).index_select(0, self.cells[: self.pairs])
+            return self._by_cell(labels, affine)
+        dot = self.block.dots() if self.block is not None else self._gathered_dots()
+        logit = dot * affine[0] + affine[1]
+        loss = F.binary_cross_entropy_with_logits(logit, labels, reduction="sum")
+        grad = (torch.sigmoid(logit) - labels) / self.pairs  # d(mean loss)/d(logit)
+        d_affine = torch.stack([(grad * dot).sum(), grad.sum()])
+        scaled = grad * affine[0]  # d(mean loss)/d(dot)
+        table_grad = self.block.table_gradient(scaled) if self.block is not None else self._gathered_gradient(scaled)
+        return loss, d_affine, table_grad
+
+    def _by_cell(self, labels: torch.Tensor, affine: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        rows = len(self.table)
+        count, positives = _pairs_by_cell(self.cells, labels, rows * rows)
+        dot = (self.table @ self.table.T).view(-1)
+        logit = dot * affine[0] + affine[1]
+        loss = (count * F.softplus(logit) - positives * logit).sum()  # each pair's −log σ(±logit), summed per cell
+        grad = (count * torch.sigmoid(logit) - positives) / self.pairs  # d(mean loss)/d(each cell's logit)
+        d_affine = torch.stack([(grad * dot).sum(), grad.sum()])
+        scaled = (grad * affine[0]).view(rows, rows)  # a cell (i, j) sends row j's times it to row i, and back
+        return loss, d_affine, (scaled + scaled.T) @ self.table
+
+    def _gathered_dots(self) -> torch.Tensor:
         first, second = self.ends[: self.pairs], self.ends[self.pairs :]
         return torch.linalg.vecdot(self.table.index_select(0, first), self.table.index_select(0, second))
 
-    def table_gradient(self, grad: torch.Tensor) -> torch.Tensor:
-        if self.block is not None:
-            return self.block.table_gradient(grad)
-        rows = len(self.table)
-        if self.cells is not None:
-            summed, both = grad.new_zeros(rows * rows), torch.cat([grad, grad])
-            if summed.is_cuda:  # index_put's accumulation is the deterministic one on a GPU
-                summed.index_put_((self.cells,), both, accumulate=True)
-            else:  # the entries in order, one at a time: 2× faster than index_put's deterministic sort
-                summed.index_add_(0, self.cells, both)
-            return summed.view(rows, rows) @ self.table
+    def _gathered_gradient(self, grad: torch.Tensor) -> torch.Tensor:
         partners = torch.cat([self.ends[self.pairs :], self.ends[: self.pairs]])
-        return sum_rows_by(self.ends, rows, self.table, partners, torch.cat([grad, grad]))  # cat: 4× faster than repeat
+        both = torch.cat([grad, grad])  # 4× faster than repeat
+        return sum_rows_by(self.ends, len(self.table), self.table, partners, both)
+
+
+def _pairs_by_cell(cells: torch.Tensor, labels: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each of `size` cells' pairs and positive pairs: counted with bincount on the CPU (summing in the entries' order,
+    as index_add would, 2× faster), with index_put's deterministic accumulation on a GPU."""
+    if not cells.is_cuda:
+        count = torch.bincount(cells, minlength=size).to(labels.dtype)
+        return count, torch.bincount(cells, weights=labels, minlength=size)
+    count = labels.new_zeros(size).index_put_((cells,), torch.ones_like(labels), accumulate=True)
+    return count, labels.new_zeros(size).index_put_((cells,), labels, accumulate=True)
 
 
 class HotRows:

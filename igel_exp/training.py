@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from igel_exp.errors import ConfigError, IgelError, first_line
@@ -468,19 +467,12 @@ class _SkipGramStep:
 
     def pair_batch(self, targets: torch.Tensor, others: torch.Tensor, labels: torch.Tensor) -> None:
         """The authors' step (trainer.batching=buckets), in closed form: the mean binary cross-entropy of the batch's
-        pairs (nur-ag/IGEL src/model_utils.py train_negative_sampling, nn.BCEWithLogitsLoss)."""
-        pairs = len(targets)
+        pairs (models.RowPairs)."""
         table, lookup = self.model.lookup(torch.cat([targets, others]))
         ends = torch.arange(len(table), device=table.device) if lookup.index is None else lookup.index  # rows in table
         if not self.hot_counted:  # the first batch's hot rows serve the run: every batch samples the same stream
             self.hot, self.hot_counted = HotRows.of(ends, len(table)), True
-        scored = RowPairs(table, ends, self.hot)
-        dot = scored.dots()
-        logit = dot * self.affine[0] + self.affine[1]
-        loss = F.binary_cross_entropy_with_logits(logit, labels, reduction="sum")
-        grad = (torch.sigmoid(logit) - labels) / pairs  # d(mean loss)/d(logit)
-        d_affine = torch.stack([(grad * dot).sum(), grad.sum()])
-        table_grad = scored.table_gradient(grad * self.affine[0])
+        loss, d_affine, table_grad = RowPairs(table, ends, self.hot).gradients(labels, self.affine)
         self._update(lookup, table_grad, d_affine, loss, labels.sum())  # the loss per positive pair, as the walks'
 
     def _warm_up(self, walks: torch.Tensor, valid: torch.Tensor | None, negatives: torch.Tensor) -> None:
