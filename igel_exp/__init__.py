@@ -1,5 +1,7 @@
 """igel-exp: run, sweep and reproduce IGEL (Inductive Graph Embeddings through Locality Encodings) experiments."""
 
+import contextlib
+import logging
 import os
 from pathlib import Path
 
@@ -8,9 +10,30 @@ __version__ = "0.1.0"
 
 def user_cache_dir() -> Path:
     """igel-exp's folder in the user's cache ($XDG_CACHE_HOME or ~/.cache): downloaded datasets (the default data
-    root), link prediction splits (splits/) and reproduction plans (plans/)."""
+    root), link prediction splits (splits/), reproduction plans (plans/) and graphs' centralities (centralities/)."""
     cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(cache) / "igel-exp"
+
+
+def write_cache_entry(entry: Path, data: bytes, newest: int | None = None) -> OSError | None:
+    """Write a cache entry whole: another process reads the old one or the new one, never part of one. With `newest`,
+    drop the oldest entries of its folder (of its suffix) beyond that many. A cache that cannot be written is only a
+    slower next run: the error is returned (and logged at debug level)."""
+    partial = entry.with_name(f"{entry.name}.{os.getpid()}.partial")
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_bytes(data)
+        os.replace(partial, entry)
+        if newest is not None:
+            kept = sorted(entry.parent.glob(f"*{entry.suffix}"), key=lambda old: old.stat().st_mtime, reverse=True)
+            for stale in kept[newest:]:
+                stale.unlink(missing_ok=True)
+        return None
+    except OSError as error:
+        logging.getLogger(__name__).debug("cache %s not written: %s", entry.parent, error)
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        return error
 
 
 def __getattr__(name: str):

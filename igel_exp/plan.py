@@ -12,7 +12,6 @@ config is composed with the compose API over the same search path, so it has the
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import importlib.metadata
@@ -38,7 +37,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from igel_exp import user_cache_dir
+from igel_exp import user_cache_dir, write_cache_entry
 from igel_exp.errors import ConfigError, first_line, yaml_problem
 from igel_exp.identity import PACKAGE, config_hash, source_fingerprint
 from igel_exp.protocol import DEFAULT as DEFAULT_PROTOCOL
@@ -282,7 +281,7 @@ def cached_plan(path: Path, profile: str = "full", overrides: Sequence[str] = ()
     except Exception:  # absent, unreadable, of another format: expanded anew, as without the cache
         pass
     plan = load_plan(path, profile, overrides)
-    _keep(entry, pickle.dumps((fingerprint, plan), pickle.HIGHEST_PROTOCOL))
+    write_cache_entry(entry, pickle.dumps((fingerprint, plan), pickle.HIGHEST_PROTOCOL), PLAN_CACHE_ENTRIES)
     return plan
 
 
@@ -302,23 +301,6 @@ def _fingerprint(experiments: Path, question: str) -> str:
     for name in sorted(set(re.findall(rb"oc\.env:\s*(\w+)", b"\n".join(texts)))):
         digest.update(repr((name, os.environ.get(name.decode()))).encode())
     return digest.hexdigest()
-
-
-def _keep(entry: Path, data: bytes) -> None:
-    """Write a cache entry whole (another process reads the old one or the new one, never part of one), and drop the
-    oldest entries beyond PLAN_CACHE_ENTRIES; a cache that cannot be written is only a slower report."""
-    partial = entry.with_suffix(f".{os.getpid()}.partial")
-    try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_bytes(data)
-        os.replace(partial, entry)
-        entries = sorted(entry.parent.glob("*.pickle"), key=lambda kept: kept.stat().st_mtime, reverse=True)
-        for stale in entries[PLAN_CACHE_ENTRIES:]:
-            stale.unlink(missing_ok=True)
-    except OSError as error:
-        log.debug("plan cache %s not written: %s", entry.parent, error)
-        with contextlib.suppress(OSError):
-            partial.unlink(missing_ok=True)
 
 
 def parse_spec(block: Mapping[str, Any] | None, where: str) -> Spec:

@@ -7,7 +7,9 @@ from igel_exp import plots
 from igel_exp.errors import ConfigError
 from igel_exp.pipelines.common import method
 from igel_exp.reference import ego_distances
+from igel_exp.tasks import clustering
 from igel_exp.tasks.clustering import (
+    CENTRALITIES,
     centralities,
     centrality_correlations,
     closeness,
@@ -107,6 +109,44 @@ def test_centralities_are_remembered_by_the_graphs_edges():
         np.testing.assert_allclose(values["betweenness"], other.betweenness())
         np.testing.assert_allclose(values["degree"], other.degree())
         assert not np.allclose(values["degree"], graph.degree())
+
+
+def test_centralities_are_kept_in_the_users_cache_for_other_processes(tmp_path, monkeypatch):
+    """Each igel-run (each job of a cluster sweep) is a process of its own: a graph's centralities are read back from
+    the user's cache, by the graph's edges; a damaged, misshapen or unwritable entry only costs computing them again."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+    def forget():  # as a new process starts
+        monkeypatch.setattr(clustering, "_REMEMBERED", {})
+
+    graph = small_graphs()["zachary"]
+    forget()
+    computed = centralities(graph)
+    np.testing.assert_allclose(computed["betweenness"], graph.betweenness())
+    [entry] = (tmp_path / "cache" / "igel-exp" / "centralities").iterdir()
+    planted = {name: np.arange(graph.vcount(), dtype=float) + index for index, name in enumerate(CENTRALITIES)}
+    np.savez(entry, **planted)
+    forget()
+    for name, values in centralities(graph).items():  # what the entry holds, not computed
+        np.testing.assert_array_equal(values, planted[name])
+    for damage in (b"", b"not an npz", entry.read_bytes()[:-40], None):
+        if damage is None:  # an entry of another graph's size
+            np.savez(entry, **{name: values[:-1] for name, values in planted.items()})
+        else:
+            entry.write_bytes(damage)
+        forget()
+        for name, values in centralities(graph).items():
+            np.testing.assert_array_equal(values, computed[name])
+        assert entry.stat().st_size > 1000  # written anew
+    fewer = graph.copy()
+    fewer.delete_edges([0])
+    forget()
+    np.testing.assert_allclose(centralities(fewer)["betweenness"], fewer.betweenness())
+    assert len(list(entry.parent.iterdir())) == 2
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))  # no folder can be made there
+    forget()
+    np.testing.assert_array_equal(centralities(graph)["closeness"], computed["closeness"])
 
 
 def test_pagerank_is_the_random_surfers_with_damping_0_85():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 
-from igel_exp import user_cache_dir
+from igel_exp import user_cache_dir, write_cache_entry
 from igel_exp.data import Dataset
 from igel_exp.errors import ConfigError, DataError
 from igel_exp.pipelines import check_before, pipeline
@@ -60,12 +61,10 @@ def cached_split(dataset: Dataset, fraction: float, seed: int, cache: Path | Non
         except (DataError, OSError, KeyError, ValueError) as error:
             log.warning("ignoring the cached split %s (%s): splitting again", path, error)
     split = split_edges(graph, fraction, seed)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".partial.npz")
-        np.savez_compressed(partial, **{part: names[getattr(split, part)] for part in _PARTS})
-        partial.replace(path)
-    except OSError as error:  # a read-only cache costs only the time to split again
+    stored = io.BytesIO()
+    np.savez_compressed(stored, **{part: names[getattr(split, part)] for part in _PARTS})
+    error = write_cache_entry(path, stored.getvalue())
+    if error is not None:  # a read-only cache costs only the time to split again
         log.warning("could not cache the split in %s: %s", path.parent, error)
     return split, key, False
 

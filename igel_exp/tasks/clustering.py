@@ -4,12 +4,15 @@ Louvain for comparison, and the correlation of node-to-neighbours similarity wit
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 import igraph as ig
 import numpy as np
 
+from igel_exp import user_cache_dir, write_cache_entry
 from igel_exp.encoding import adjacency
 from igel_exp.errors import ConfigError
 
@@ -81,25 +84,51 @@ def neighbour_similarity(graph: ig.Graph, embeddings: np.ndarray, neighbourhood:
 
 
 # the centralities of the last graphs seen, by their edges: a sweep's runs on one graph, which Hydra's basic and
-# joblib launchers run in one process (or a few), compute them once (Sister Cities' betweenness and closeness: 8 s)
-_REMEMBERED: dict[tuple, dict[str, np.ndarray]] = {}
+# joblib launchers run in one process (or a few), compute them once
+_REMEMBERED: dict[str, dict[str, np.ndarray]] = {}
 REMEMBERED_GRAPHS = 4
+CENTRALITY_CACHE_ENTRIES = 64  # graphs whose centralities the user's cache keeps (Sister Cities': 0.4 MB)
 
 
 def centralities(graph: ig.Graph) -> dict[str, np.ndarray]:
-    """PageRank, betweenness, closeness and degree of every node, computed once per graph in a process."""
-    edges = np.asarray(graph.get_edgelist(), dtype=np.int64)
-    key = (graph.vcount(), graph.is_directed(), hashlib.sha256(edges.tobytes()).hexdigest())
+    """PageRank, betweenness, closeness and degree of every node, computed once per graph: kept in the process and in
+    the user's cache (centralities/), keyed by the graph's edges, igraph's version and this module's code. Sister
+    Cities' betweenness and closeness take 10-13 s of a 35 s run on a 2-core machine, every run (each igel-run, each job
+    of a cluster sweep is a process of its own); read back, some milliseconds."""
+    key = _centrality_key(graph)
     if key not in _REMEMBERED:
         if len(_REMEMBERED) >= REMEMBERED_GRAPHS:
             del _REMEMBERED[next(iter(_REMEMBERED))]  # the oldest
-        _REMEMBERED[key] = {
-            "pagerank": np.asarray(graph.pagerank()),
-            "betweenness": np.asarray(graph.betweenness()),
-            "closeness": closeness(graph),
-            "degree": np.asarray(graph.degree(), dtype=float),
-        }
+        _REMEMBERED[key] = _cached_centralities(graph, user_cache_dir() / "centralities" / f"{key[:32]}.npz")
     return {name: values.copy() for name, values in _REMEMBERED[key].items()}
+
+
+def _centrality_key(graph: ig.Graph) -> str:
+    edges = np.asarray(graph.get_edgelist(), dtype=np.int64)
+    digest = hashlib.sha256(f"{ig.__version__} {graph.vcount()} {graph.is_directed()}".encode())
+    digest.update(Path(__file__).read_bytes())  # a change to closeness (or to what is computed) computes anew
+    digest.update(edges.tobytes())
+    return digest.hexdigest()
+
+
+def _cached_centralities(graph: ig.Graph, entry: Path) -> dict[str, np.ndarray]:
+    try:
+        with np.load(entry, allow_pickle=False) as stored:
+            found = {name: stored[name] for name in CENTRALITIES}
+        if all(values.shape == (graph.vcount(),) for values in found.values()):
+            return found
+    except Exception:  # absent, unreadable, half-written by a crash: computed anew
+        pass
+    computed = {
+        "pagerank": np.asarray(graph.pagerank()),
+        "betweenness": np.asarray(graph.betweenness()),
+        "closeness": closeness(graph),
+        "degree": np.asarray(graph.degree(), dtype=float),
+    }
+    stored = io.BytesIO()
+    np.savez(stored, **computed)
+    write_cache_entry(entry, stored.getvalue(), CENTRALITY_CACHE_ENTRIES)
+    return computed
 
 
 def closeness(graph: ig.Graph) -> np.ndarray:
