@@ -124,6 +124,15 @@ def test_a_corrupted_cache_is_split_again(tmp_path):
     again, _, hit = cached_split(dataset, 0.5, 0, tmp_path)
     assert not hit
     np.testing.assert_array_equal(again.positives, split.positives)
+    whole = (tmp_path / key).read_bytes()  # written anew
+    flipped = bytearray(whole)
+    flipped[len(whole) // 2] ^= 0xFF
+    for damage in (b"", whole[:300], bytes(flipped)):  # a crash mid-write, a bad disk: zipfile's and numpy's errors
+        (tmp_path / key).write_bytes(damage)
+        again, _, hit = cached_split(dataset, 0.5, 0, tmp_path)
+        assert not hit
+        np.testing.assert_array_equal(again.positives, split.positives)
+        assert (tmp_path / key).read_bytes() == whole
 
 
 def test_scores_on_known_embeddings():

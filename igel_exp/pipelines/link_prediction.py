@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 
 from igel_exp import user_cache_dir, write_cache_entry
 from igel_exp.data import Dataset
-from igel_exp.errors import ConfigError, DataError
+from igel_exp.errors import ConfigError
 from igel_exp.pipelines import check_before, pipeline
 from igel_exp.pipelines.common import Stages, build_encoder, load, train_unsupervised
 from igel_exp.tasks.link_prediction import (
@@ -58,7 +58,7 @@ def cached_split(dataset: Dataset, fraction: float, seed: int, cache: Path | Non
             )
             check_split(split, graph)
             return split, key, True
-        except (DataError, OSError, KeyError, ValueError) as error:
+        except Exception as error:  # unreadable, cut short, of another graph: made again (and rewritten)
             log.warning("ignoring the cached split %s (%s): splitting again", path, error)
     split = split_edges(graph, fraction, seed)
     stored = io.BytesIO()
