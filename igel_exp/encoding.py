@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 from tqdm.auto import tqdm
 
-from igel_exp.errors import ConfigError
+from igel_exp.errors import ConfigError, DataError
 
 TRANSFORMS = ("log", "none")
 NORMALISATIONS = ("sum", "max", "l2", "none")
@@ -243,6 +243,8 @@ class IGELEncoder:
             n_jobs=n_jobs,
         )
         encoder.max_degree_ = int(settings["max_degree"])
+        if encoder.max_degree_ < 0:
+            raise ValueError(f"max_degree is {encoder.max_degree_}, a degree: at least 0")
         if encoder.frozen() != settings:
             raise ValueError(f"inconsistent encoder settings {settings} (they give {encoder.frozen()})")
         return encoder
@@ -326,9 +328,14 @@ class IGELEncoder:
 
 
 def _max_degree(graph: ig.Graph) -> int:
-    degree = int(max(graph.degree(), default=0))
+    degrees = graph.degree()
+    degree = int(max(degrees, default=0))
     if degree > MAX_SUPPORTED_DEGREE:
-        raise ValueError(f"max degree {degree} exceeds the supported {MAX_SUPPORTED_DEGREE}")
+        hub = degrees.index(degree)
+        name = graph.vs[hub]["name"] if "name" in graph.vs.attributes() else hub
+        raise DataError(
+            f"node {name} has {degree:,} neighbours: IGEL's encoder counts degrees up to {MAX_SUPPORTED_DEGREE:,}"
+        )
     return degree
 
 

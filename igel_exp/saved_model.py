@@ -36,7 +36,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import ModelError, first_line
-from igel_exp.identity import REUSED_TAG  # such a run has no model: its source run's is used
+from igel_exp.identity import REUSED_TAG, SOURCE_RUN_TAG  # such runs have no model: REUSED_TAG's is used
 from igel_exp.models import PRECISIONS, IGELEmbedding, embed_all
 from igel_exp.tracking import RunLogger, artifact_bars, check_store_uri, store_call, store_exists, tracking_uri
 
@@ -61,14 +61,18 @@ class IGELModel:
         for name, value in [("W", self.weight), ("the logit's scale and bias", self.affine)]:
             if value is not None and not (isinstance(value, torch.Tensor) and value.is_floating_point()):
                 raise ModelError(f"{name} is a {type(value).__name__}, not a tensor of floats")
-            if value is not None and not torch.isfinite(value).all():  # it would embed every graph as NaN
-                raise ModelError(f"{name} holds values that are not finite (NaN or infinite)")
         self.weight = self.weight.detach().to("cpu", torch.float32).clone()
         self.affine = None if self.affine is None else self.affine.detach().to("cpu", torch.float32).clone()
+        for name, value in [("W", self.weight), ("the logit's scale and bias", self.affine)]:
+            if value is not None and not torch.isfinite(value).all():  # it would embed every graph as NaN
+                raise ModelError(f"{name} holds values that are not finite in float32 (NaN, infinite or beyond 3.4e38)")
         if isinstance(self.config, DictConfig):
             self.config = OmegaConf.to_container(self.config, resolve=True)
-        if self.weight.ndim != 2 or self.weight.shape[0] != self.encoder.n_features:
-            raise ModelError(f"W is {tuple(self.weight.shape)}, the encoder gives {self.encoder.n_features} features")
+        if self.weight.ndim != 2 or self.weight.shape[0] != self.encoder.n_features or not self.weight.shape[1]:
+            raise ModelError(
+                f"W is {tuple(self.weight.shape)}, the encoder gives {self.encoder.n_features} features (rows of W),"
+                " and W needs at least one column"
+            )
         _precision(self.config)  # a config the run could not have had is refused with the model
 
     @classmethod
@@ -106,6 +110,7 @@ class IGELModel:
     def embed_features(self, features: sp.csr_matrix, device: str | torch.device = "cpu") -> np.ndarray:
         """Embeddings of nodes encoded by `encoder.transform`, computed by the layer a run trains, at its
         trainer.precision (bit-identical to the run's embeddings on the same CPU)."""
+        self.check_embeds()
         if features.shape[1] != self.encoder.n_features:
             raise ModelError(f"the features have {features.shape[1]} columns, the model {self.encoder.n_features}")
         with torch.random.fork_rng(devices=[]):  # the layer draws an initial W, overwritten: keep the caller's RNG
@@ -114,6 +119,15 @@ class IGELModel:
             layer.weight.copy_(self.weight)
         device = torch.device(device)
         return embed_all(layer.to(device), device)
+
+    def check_embeds(self) -> None:
+        """ModelError where the model cannot tell nodes apart: at α = 0 (a scalability run's, which times it) every
+        node's ego graph is the node alone, so every graph would be embedded as one point."""
+        if self.encoder.distance == 0:
+            raise ModelError(
+                "its model has α = 0, which encodes every node alike (the node alone, of degree 0): embed with a model"
+                " trained at encoder.distance ≥ 1"
+            )
 
     def unseen_share(self, features: sp.csr_matrix) -> float:
         """Share of the features' nonzero entries whose row of W is zero: (distance, degree) pairs that training
@@ -183,6 +197,8 @@ class IGELModel:
         try:
             encoder = IGELEncoder.from_frozen(manifest["encoder"], n_jobs=torch.get_num_threads())
             state = torch.load(folder / WEIGHTS, map_location="cpu", weights_only=True)
+            if not isinstance(state, dict):
+                raise TypeError(f'{WEIGHTS} holds a {type(state).__name__}, not a state dict with "weight"')
             model = cls(encoder, state["weight"], state.get("affine"), manifest["trained_on"], manifest["config"])
             if model.weight.shape[1:] != (manifest["dim"],):
                 raise ValueError(f"W is {tuple(model.weight.shape)} but dim is {manifest['dim']!r}")
@@ -219,13 +235,18 @@ def _download(run_id: str, uri: str, scratch: Path, followed: bool = False) -> P
             return _download(reused, uri, scratch, followed=True)
         encoder = run.data.params.get("encoder.name", "no encoder")
         experiment = client.get_experiment(run.info.experiment_id).name
+        source = run.data.tags.get(SOURCE_RUN_TAG)
         why = "only runs that train encoder=igel log one"
-        if encoder == "igel" and run.info.status != "FINISHED":  # it ended, or is, before its model was logged
+        if source:  # igel-embed's and transfer's runs embed with another run's model
+            why = f"its embeddings came from the model of {source} (tag {SOURCE_RUN_TAG}): use source_run={source}"
+        elif encoder == "igel" and run.info.status != "FINISHED":  # it ended, or is, before its model was logged
             why = f"the run is {run.info.status}, and logs its model once trained"
-        elif encoder == "igel":  # it logged one: a store copied or moved elsewhere keeps absolute artifact places
+        elif encoder == "igel" and not client.list_artifacts(run_id):  # a copied or moved store: absolute places
             why = (
                 f"its artifacts are not at {run.info.artifact_uri}, where the store says they are (moved, or removed?)"
             )
+        elif encoder == "igel":
+            why = f"it logged none ({run.info.artifact_uri} has no {ARTIFACT}/)"
         raise ModelError(f"run {run_id} (experiment {experiment}, encoder={encoder}) has no IGEL model: {why}")
     try:
         return Path(client.download_artifacts(run_id, ARTIFACT, str(scratch)))

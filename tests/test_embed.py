@@ -4,6 +4,7 @@ import re
 import subprocess
 import sys
 
+import igraph as ig
 import mlflow
 import numpy as np
 import pandas as pd
@@ -48,6 +49,24 @@ def test_a_bad_source_run_fails_before_any_run(store_uri):
         embed(embed_config("source_run=nope", "dataset=miserables"))
     client = mlflow.MlflowClient(store_uri)
     assert client.search_runs([experiment.experiment_id for experiment in client.search_experiments()]) == []
+
+
+def test_a_model_that_encodes_every_node_alike_embeds_nothing(compose_config, store_uri, tmp_path):
+    """A scalability run at α = 0 (which times it) logs a model in which every node's ego graph is the node alone: it
+    embedded every graph as one point, in a FINISHED run. igel-embed refuses it before its run, the model itself when
+    asked to embed."""
+    scalability = ("experiment=scalability", "dataset.num_nodes=64", "encoder.distance=0", "trainer.epochs=1")
+    pipelines.run(compose_config(*scalability, "threads=1", "progress=false"))  # in a process of its own
+    client = mlflow.MlflowClient(store_uri)
+    runs_before = client.search_runs([experiment.experiment_id for experiment in client.search_experiments()])
+    [source] = [run.info.run_id for run in runs_before]
+    line = f"source_run={source}: its model has α = 0, which encodes every node alike"
+    with pytest.raises(ModelError, match=f"^{re.escape(line)}"):
+        embed(embed_config(f"source_run={source}", "dataset=miserables"))
+    runs_after = client.search_runs([experiment.experiment_id for experiment in client.search_experiments()])
+    assert len(runs_after) == len(runs_before)
+    with pytest.raises(ModelError, match="^its model has α = 0"):
+        IGELModel.load(source).embed(ig.Graph.Famous("Zachary"))
 
 
 @pytest.mark.parametrize(

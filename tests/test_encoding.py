@@ -6,7 +6,7 @@ import scipy.sparse as sp
 from igel_exp import encoding
 from igel_exp.data import DataContext, load_dataset
 from igel_exp.encoding import IGELEncoder, adjacency, local_ball, normalise_rows
-from igel_exp.errors import ConfigError
+from igel_exp.errors import ConfigError, DataError
 
 from conftest import reference_counts, small_graphs
 
@@ -93,6 +93,18 @@ def test_rejects_directed_graphs_and_self_loops(graph):
     """Parallel edges are counted (tests/test_protocol.py); self loops and directions have no ego-graph meaning."""
     with pytest.raises(ValueError, match="undirected graphs without self loops"):
         IGELEncoder(1).fit(graph).counts(graph)
+
+
+def test_a_degree_beyond_the_counts_bit_fields_names_the_node():
+    """Counts are packed in 20-bit fields: a hub of more neighbours is the data's one-line error, when fitting and when
+    encoding another graph with a fitted encoder (whose δmax clamps degrees, not the counts)."""
+    hub = ig.Graph.Star(encoding.MAX_SUPPORTED_DEGREE + 2, center=3)
+    hub.vs["name"] = [f"n{vertex}" for vertex in range(hub.vcount())]
+    message = f"node n3 has {encoding.MAX_SUPPORTED_DEGREE + 1:,} neighbours: IGEL's encoder counts degrees up to"
+    with pytest.raises(DataError, match=message):
+        IGELEncoder(1).fit(hub)
+    with pytest.raises(DataError, match=message):
+        IGELEncoder(1).fit(ig.Graph.Ring(4)).counts(hub)
 
 
 @pytest.mark.data

@@ -14,6 +14,7 @@ import torch
 from igel_exp import pipelines
 from igel_exp.encoding import normalise_rows
 from igel_exp.errors import ModelError
+from igel_exp.identity import SOURCE_RUN_TAG
 from igel_exp.pipelines.common import load
 from igel_exp.pipelines.link_prediction import configured_split
 from igel_exp.saved_model import ARTIFACT, MANIFEST, VERSION, WEIGHTS, IGELModel
@@ -147,6 +148,30 @@ def test_an_igel_run_that_failed_before_its_model_says_so(store_uri):
     )
 
 
+def test_a_run_without_a_model_of_its_own_says_whose_it_used_or_that_it_logged_none(store_uri):
+    """An igel-embed or transfer run embeds with another run's model (it said: its artifacts moved, which they had
+    not); a FINISHED IGEL run whose artifacts hold no model/ logged none."""
+    client = mlflow.MlflowClient(store_uri)
+    experiment = client.create_experiment("transfer_link_prediction")
+    transfer, bare = (client.create_run(experiment).info.run_id for _ in range(2))
+    for run_id in (transfer, bare):
+        client.log_param(run_id, "encoder.name", "igel")
+        client.log_text(run_id, "name: x\n", "config.yaml")
+        client.set_terminated(run_id, "FINISHED")
+    client.set_tag(transfer, SOURCE_RUN_TAG, "abc123")
+    head = "(experiment transfer_link_prediction, encoder=igel) has no IGEL model"
+    with pytest.raises(ModelError) as error:
+        IGELModel.load(transfer)
+    assert str(error.value) == (
+        f"run {transfer} {head}: its embeddings came from the model of abc123 (tag igel.source_run): use"
+        " source_run=abc123"
+    )
+    with pytest.raises(ModelError) as error:
+        IGELModel.load(bare)
+    artifacts = client.get_run(bare).info.artifact_uri
+    assert str(error.value) == f"run {bare} {head}: it logged none ({artifacts} has no model/)"
+
+
 def test_a_finished_igel_run_whose_artifacts_moved_says_so(compose_config, store_uri, tmp_path):
     run_id = last_run(compose_config(*QUICK))
     artifacts = mlflow.get_run(run_id).info.artifact_uri
@@ -201,7 +226,8 @@ def test_damaged_weights_are_a_malformed_model_in_one_line(compose_config, store
 
 def test_a_model_its_run_could_not_have_made_is_refused_when_read(compose_config, store_uri, tmp_path):
     """W or its logit not tensors of finite floats (NaN embeddings, FINISHED), a run config whose trainer section is
-    no section or whose precision is none of ours (a traceback, or a FAILED embed run), dim as a string."""
+    no section or whose precision is none of ours (a traceback, or a FAILED embed run), dim as a string; and what a
+    model written by hand may hold (tracebacks or FAILED embed runs)."""
     folder = IGELModel.load(last_run(compose_config(*QUICK))).save(tmp_path / "model")
     state = torch.load(folder / WEIGHTS, weights_only=True)
     manifest = json.loads((folder / MANIFEST).read_text())
@@ -217,6 +243,15 @@ def test_a_model_its_run_could_not_have_made_is_refused_when_read(compose_config
             "its config's trainer.precision='float64' is not one of float32, bfloat16",
         ),
         (state, {"dim": str(manifest["dim"])}, f"but dim is '{manifest['dim']}'"),
+        # written by hand: float64 beyond float32's range (inf once read), a bare tensor, no columns, a negative δmax
+        ({**state, "weight": state["weight"].double().index_fill(0, torch.tensor([2]), 1e39)}, {}, "not finite in"),
+        (state["weight"], {}, 'weights.pt holds a Tensor, not a state dict with "weight"'),
+        ({**state, "weight": state["weight"][:, :0]}, {"dim": 0}, "W needs at least one column"),
+        (
+            {**state, "weight": state["weight"][:0]},
+            {"encoder": {**manifest["encoder"], "max_degree": -1, "n_features": 0}},
+            "max_degree is -1, a degree: at least 0",
+        ),
     ]:
         torch.save(weights, folder / WEIGHTS)
         (folder / MANIFEST).write_text(json.dumps({**manifest, **changes}))

@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 from igel_exp import schema
 from igel_exp.data import check_dataset, check_files
 from igel_exp.errors import ModelError
+from igel_exp.identity import SOURCE_RUN_TAG
 from igel_exp.pipelines import data_context
 from igel_exp.pipelines.common import Stages, load
 from igel_exp.saved_model import IGELModel
@@ -24,8 +25,6 @@ from igel_exp.tracking import tracked_run
 from igel_exp.training import set_threads
 
 log = logging.getLogger(__name__)
-
-SOURCE_RUN_TAG = "igel.source_run"  # the run (or folder) whose model made the embeddings
 
 
 def check(config: DictConfig, given: Iterable[str] = ()) -> DictConfig:
@@ -41,8 +40,9 @@ def check(config: DictConfig, given: Iterable[str] = ()) -> DictConfig:
 
 
 def check_source(config: DictConfig) -> None:
-    """That the (checked) config's source_run has a model: what `igel-embed -m` asks of every job before its first."""
-    IGELModel.load(str(config.source_run), config.tracking.uri, progress=False)  # the job's line names source_run
+    """That the (checked) config's source_run has a model that embeds: what `igel-embed -m` asks of every job before its
+    first (the sweep check's line names the job, hence source_run)."""
+    IGELModel.load(str(config.source_run), config.tracking.uri, progress=False).check_embeds()
 
 
 def embed(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
@@ -85,7 +85,9 @@ def embed(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
 def source_model(source: str, uri: str | None, progress: bool = True) -> IGELModel:
     """IGELModel.load, its one-line error naming the config key."""
     try:
-        return IGELModel.load(source, uri, progress)
+        model = IGELModel.load(source, uri, progress)
+        model.check_embeds()  # before the run starts
+        return model
     except ModelError as error:
         raise ModelError(f"source_run={source}: {error}") from None
 

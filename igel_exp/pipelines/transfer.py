@@ -29,9 +29,9 @@ from omegaconf.errors import OmegaConfBaseException
 
 from igel_exp import pipelines
 from igel_exp.errors import ConfigError, DataError, JobTaken
-from igel_exp.identity import HASH_TAG, NOT_IDENTITY, config_hash
+from igel_exp.identity import HASH_TAG, NOT_IDENTITY, SOURCE_RUN_TAG, config_hash
 from igel_exp.pipelines.common import Stages, load
-from igel_exp.pipelines.embed import SOURCE_RUN_TAG, inductive_metrics
+from igel_exp.pipelines.embed import inductive_metrics
 from igel_exp.pipelines.link_prediction import configured_split
 from igel_exp.saved_model import ARTIFACT, IGELModel
 from igel_exp.schema import describe
