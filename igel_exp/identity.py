@@ -32,6 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 HASH_TAG = "igel.config_hash"
 REUSED_TAG = "igel.embeddings_from"  # a run that took its embeddings from another run (pipelines.reuse): no training
 SOURCE_RUN_TAG = "igel.source_run"  # the run (or folder) whose model made a run's embeddings (igel-embed, transfer)
+DATA_TAG = "igel.data"  # a link-prediction run's graph, by content (pipelines.link_prediction.graph_fingerprint)
 NOT_IDENTITY = (
     "reproduce",  # the experiments/ file's reference data (paper values, captions): not a run setting
     "progress",  # progress bars

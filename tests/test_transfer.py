@@ -11,7 +11,7 @@ from igel_exp.pipelines.transfer import link_prediction_config_of, own_config
 from igel_exp.plan import load_plan
 from igel_exp.tracking import PARENT_RUN_ENV
 
-from conftest import REPO
+from conftest import REPO, small_graphs
 
 TINY = ["trainer.epochs=1", "trainer.walk_length=10"]
 SOURCE_TINY = "task.source_overrides=['trainer.epochs=1','trainer.walk_length=10']"
@@ -66,6 +66,35 @@ def test_transfer_end_to_end_reusing_finished_runs(compose_config, store_uri, mo
     assert last.data.tags["igel.own_run"] == trained[1].info.run_id
     assert last.data.tags["split"] == trained[1].data.tags["split"]  # B's split, the one its own run used
     assert last.data.metrics["max_degree"] == 18  # δmax of Les Misérables' residual graph, seed 0
+
+
+def test_a_changed_edge_list_is_other_data_whose_runs_are_not_reused(compose_config, store_uri, tmp_path):
+    """Link-prediction runs are found by their config, which names dataset.path, not what the file holds: A's changed
+    file gave the old model in a FINISHED transfer run, B's failed every transfer run after it ("its data changed")."""
+    graphs = small_graphs()
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+
+    def write(path, name):
+        path.write_text("".join(f"{u} {v}\n" for u, v in graphs[name].get_edgelist()))
+
+    def transfer() -> dict:
+        source = f"task.source_overrides=['dataset.path={a}','trainer.epochs=1','trainer.walk_length=10']"
+        overrides = ["experiment=transfer_link_prediction", "task.source=edgelist", source, "dataset=edgelist"]
+        return pipelines.run(compose_config(*overrides, f"dataset.path={b}", *TINY, *RUNTIME))
+
+    write(a, "zachary")
+    write(b, "miserables")
+    transfer()
+    write(a, "miserables")  # A = B now: the transfer AUC is B's own
+    same = transfer()
+    write(b, "zachary")
+    changed = transfer()
+    client = mlflow.MlflowClient(store_uri)
+    trained = client.search_runs([client.get_experiment_by_name("link_prediction").experiment_id])
+    assert len(trained) == 4  # A and B, A anew, B anew
+    assert same["auc"] == same["own_auc"] != changed["auc"]
+    last = mlflow.last_active_run()
+    assert last.data.tags["igel.data"] == client.get_run(last.data.tags["igel.own_run"]).data.tags["igel.data"]
 
 
 def test_a_source_that_cannot_transfer_is_refused(compose_config, store_uri):

@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 from igel_exp import user_cache_dir, write_cache_entry
 from igel_exp.data import Dataset
 from igel_exp.errors import ConfigError
+from igel_exp.identity import DATA_TAG
 from igel_exp.pipelines import check_before, pipeline
 from igel_exp.pipelines.common import Stages, build_encoder, load, train_unsupervised
 from igel_exp.tasks.link_prediction import (
@@ -39,14 +40,23 @@ def graph_fingerprint(graph: ig.Graph) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def cached_split(dataset: Dataset, fraction: float, seed: int, cache: Path | None) -> tuple[EdgeSplit, str, bool]:
-    """The split of (graph, fraction, seed), read from the cache when there; (split, its file name, hit).
+def data_key(graph: ig.Graph) -> str:
+    """The graph's content in 16 hex digits (graph_fingerprint): in a split's cache key, and a link-prediction run's
+    DATA_TAG, by which transfer finds runs of the same data, not just of the same dataset.path."""
+    return graph_fingerprint(graph)[:16]
+
+
+def cached_split(
+    dataset: Dataset, fraction: float, seed: int, cache: Path | None, data: str | None = None
+) -> tuple[EdgeSplit, str, bool]:
+    """The split of (graph, fraction, seed), read from the cache when there; (split, its file name, hit). `data`: the
+    graph's data_key, where already computed.
 
     Splits are stored with node names, so a cached split stays right if the graph is read with another
     vertex order, and are checked leak-free against the graph whenever they are read.
     """
     graph = dataset.graph
-    key = f"{dataset.name}-{graph_fingerprint(graph)[:16]}-removed{fraction:g}-seed{seed}.npz"
+    key = f"{dataset.name}-{data or data_key(graph)}-removed{fraction:g}-seed{seed}.npz"
     path = (cache or user_cache_dir() / "splits") / key
     names = np.asarray(graph.vs["name"], dtype=str)
     if path.exists():
@@ -75,9 +85,10 @@ _PARTS = ("residual", "positives", "negatives")
 SPLITS = ("leak_free", "read_back")
 
 
-def configured_split(dataset: Dataset, config: DictConfig) -> tuple[EdgeSplit, str, bool]:
+def configured_split(dataset: Dataset, config: DictConfig, data: str | None = None) -> tuple[EdgeSplit, str, bool]:
     """The split task.split asks for with the run's settings (task.removed_fraction, seed, task.split_cache):
-    leak-free and cached, or the authors' read-back path (quick to redo: not cached); (split, name, cache hit)."""
+    leak-free and cached, or the authors' read-back path (quick to redo: not cached); (split, name, cache hit).
+    `data`: the graph's data_key, where already computed."""
     task = config.task
     how = task.get("split", "leak_free")
     if how == "read_back":
@@ -87,7 +98,7 @@ def configured_split(dataset: Dataset, config: DictConfig) -> tuple[EdgeSplit, s
     if how != "leak_free":
         raise ConfigError(f"task.split={how!r} is not one of {', '.join(SPLITS)}")
     cache = Path(task.split_cache).expanduser() if task.split_cache else None
-    split, key, hit = cached_split(dataset, task.removed_fraction, config.seed, cache)
+    split, key, hit = cached_split(dataset, task.removed_fraction, config.seed, cache, data)
     check_scorable(split, config.seed, task.validation_fraction)  # before training, not after it
     return split, key, hit
 
@@ -115,9 +126,10 @@ def link_prediction(config: DictConfig) -> dict[str, float]:
             dataset = load(config)
         logger.metrics(dataset.report.as_metrics())
         with stages("split"):
-            split, key, hit = configured_split(dataset, config)
+            data = data_key(dataset.graph)
+            split, key, hit = configured_split(dataset, config, data)
         logger.metrics(split.sizes())
-        logger.tags({"split": key, "split_cache": "hit" if hit else "miss"})
+        logger.tags({"split": key, "split_cache": "hit" if hit else "miss", DATA_TAG: data})
         residual = Dataset(dataset.name, split.residual_graph(dataset.graph.vs["name"]), dataset.report)
         embeddings = train_unsupervised(residual, config, encoder, logger, stages)
         with stages("evaluate"):

@@ -29,10 +29,10 @@ from omegaconf.errors import OmegaConfBaseException
 
 from igel_exp import pipelines
 from igel_exp.errors import ConfigError, DataError, JobTaken
-from igel_exp.identity import HASH_TAG, NOT_IDENTITY, SOURCE_RUN_TAG, config_hash
+from igel_exp.identity import DATA_TAG, HASH_TAG, NOT_IDENTITY, SOURCE_RUN_TAG, config_hash
 from igel_exp.pipelines.common import Stages, load
 from igel_exp.pipelines.embed import inductive_metrics
-from igel_exp.pipelines.link_prediction import configured_split
+from igel_exp.pipelines.link_prediction import configured_split, data_key
 from igel_exp.saved_model import ARTIFACT, IGELModel
 from igel_exp.schema import describe
 from igel_exp.tasks.link_prediction import link_prediction_scores
@@ -65,18 +65,19 @@ def transfer_link_prediction(config: DictConfig) -> dict[str, float]:
             " it was trained on; transfer needs encoder=igel"
         )
     uri = use_store(tracking_uri(config.get("tracking", {}).get("uri")))
-    own = finished_or_run(own_config(config, source_config), needs_model=False)
-    source = finished_or_run(source_config, needs_model=True)
-    model = IGELModel.load(source.info.run_id, uri)
     stages = Stages()
+    with stages("load"):  # the runs reused are of the graphs as they are now, not only of the same dataset.path
+        dataset = load(config)
+        data = data_key(dataset.graph)
+    own = finished_or_run(own_config(config, source_config), data, needs_model=False)
+    source = finished_or_run(source_config, data_key(load(source_config).graph), needs_model=True)
+    model = IGELModel.load(source.info.run_id, uri)
     name = f"{task.source} → {config.dataset.name} seed={config.seed}"
     with tracked_run(config, config.name, run_name=name) as logger:
-        logger.tags({SOURCE_RUN_TAG: source.info.run_id, OWN_RUN_TAG: own.info.run_id})
-        with stages("load"):
-            dataset = load(config)
+        logger.tags({SOURCE_RUN_TAG: source.info.run_id, OWN_RUN_TAG: own.info.run_id, DATA_TAG: data})
         logger.metrics(dataset.report.as_metrics())
         with stages("split"):
-            split, key, _ = configured_split(dataset, config)
+            split, key, _ = configured_split(dataset, config, data)
         if own.data.tags.get("split") != key:
             raise DataError(
                 f"B's own run {own.info.run_id} used the split {own.data.tags.get('split')}, this run {key}:"
@@ -180,8 +181,9 @@ def compose_packaged(overrides: Sequence[str]) -> DictConfig:
             Singleton._instances[GlobalHydra] = outer
 
 
-def finished_or_run(config: DictConfig, needs_model: bool) -> Run:
-    """The latest FINISHED run of `config` (by identity) with a model when `needs_model`; run now if there is none,
+def finished_or_run(config: DictConfig, data: str, needs_model: bool) -> Run:
+    """The latest FINISHED run of `config` (by identity) on the graph whose data_key is `data` (a dataset.path whose
+    file changed is other data), with a model when `needs_model`; run now if there is none,
     once another command's run of it, RUNNING, has ended (tracking.claimed: two transfer jobs on one graph, in two
     igel-reproduce or two workers, train its link-prediction run once).
 
@@ -190,7 +192,7 @@ def finished_or_run(config: DictConfig, needs_model: bool) -> Run:
     """
     identity = config_hash(config)
     shared = "1"  # until a run this one cannot wait for or reuse is found: then it runs anyway
-    while (found := finished_run(str(config.name), identity, needs_model)) is None:
+    while (found := finished_run(str(config.name), identity, data, needs_model)) is None:
         log.info("no finished run of %s (%s): running it", config.name, _describe(config))
         try:
             with environ_set(PARENT_RUN_ENV, None), environ_set(SHARED_RUN_ENV, shared):
@@ -206,22 +208,23 @@ def finished_or_run(config: DictConfig, needs_model: bool) -> Run:
     else:
         log.info("reusing run %s of %s (%s)", found.info.run_id, config.name, _describe(config))
         return found
-    found = finished_run(str(config.name), identity, needs_model)
+    found = finished_run(str(config.name), identity, data, needs_model)
     if found is None:  # the run ended without error, so only a store that lost it gets here
         raise DataError(f"the run of {config.name} ({_describe(config)}) just made is not in the MLflow store")
     return found
 
 
 @store_call()
-def finished_run(experiment: str, identity: str, needs_model: bool) -> Run | None:
-    """The latest FINISHED run of the experiment tagged with `identity` (that logged a model, if asked)."""
+def finished_run(experiment: str, identity: str, data: str, needs_model: bool) -> Run | None:
+    """The latest FINISHED run of the experiment tagged with `identity` and `data` (that logged a model, if asked)."""
     found = mlflow.get_experiment_by_name(experiment)
     if found is None:
         return None
     client = mlflow.MlflowClient()
     runs = client.search_runs(
         [found.experiment_id],
-        filter_string=f"tags.`{HASH_TAG}` = '{identity}' and attributes.status = 'FINISHED'",
+        filter_string=f"tags.`{HASH_TAG}` = '{identity}' and tags.`{DATA_TAG}` = '{data}'"
+        " and attributes.status = 'FINISHED'",
         order_by=["attributes.start_time DESC"],
     )
     for run in runs:
