@@ -107,6 +107,10 @@ def test_a_source_that_cannot_transfer_is_refused(compose_config, store_uri):
         ConfigError, match=r"^task.source=edgelist: A's run: dataset.path has no value.*source_overrides"
     ):
         pipelines.run(compose_config(*base, "task.source=edgelist"))  # it named B's dataset.path, which B refuses
+    for item in ["dataset=miserables_cloned", "seed=4", "experiment=clustering"]:  # the run named A's dataset, seed
+        # (a run of another A, unsaid); another experiment said `task.k_min: Missing key k_min`
+        with pytest.raises(ConfigError, match=rf"^task.source_overrides: '{item}' sets what transfer sets: A's"):
+            pipelines.run(compose_config(*base, f"task.source_overrides=['{item}']"))
     for nested in ["[['trainer.epochs=1']]", "[epochs]"]:  # a list in the list, a bare word: not overrides
         with pytest.raises(ConfigError, match=r"^task.source_overrides: .* is not an override: each item is one key="):
             pipelines.run(compose_config(*base, f"task.source_overrides={nested}"))

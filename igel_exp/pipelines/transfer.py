@@ -52,6 +52,7 @@ SOURCE_EXPERIMENT = "link_prediction"  # the conf/experiment/ file whose runs gi
 SHARED_RUN_WAIT_S = 5.0  # how often a transfer job looks again at a link-prediction run that another one is making
 OWN_RUN_TAG = "igel.own_run"  # B's link-prediction run, whose AUC is own_auc
 TRANSFER_KEYS = {"source": None, "source_overrides": []}  # the task keys of transfer, as link prediction has them
+SET_BY_TRANSFER = ("experiment", "dataset", "seed")  # of A's run: task.source_overrides may not set them
 
 
 @pipelines.pipeline("transfer_link_prediction")
@@ -117,12 +118,17 @@ def link_prediction_config_of(config: DictConfig) -> DictConfig:
     given, parser = [str(item) for item in task.source_overrides], OverridesParser.create()
     for item in given:
         try:  # one at a time: for a nested list or a bare word Hydra would only say it cannot parse the lot
-            parser.parse_overrides([item])
+            [parsed] = parser.parse_overrides([item])
         except HydraException:
             raise ConfigError(
                 f"task.source_overrides: {item!r} is not an override: each item is one key=value, as on the command"
                 " line (task.source_overrides=['trainer.epochs=1','encoder.distance=3'])"
             ) from None
+        if parsed.key_or_group in SET_BY_TRANSFER:  # A's run would be another than the one the transfer run names
+            raise ConfigError(
+                f"task.source_overrides: {item!r} sets what transfer sets: A's dataset is task.source, its experiment"
+                " link_prediction, its seed this run's"
+            )
     overrides = [
         f"experiment={SOURCE_EXPERIMENT}",
         f"dataset={task.source}",
