@@ -178,7 +178,11 @@ class IGELModel:
         if not store_exists(uri):  # looking in it must not make one
             raise ModelError(f"{str(source)!r} is neither a model folder nor a run of an MLflow store: none at {uri}")
         with tempfile.TemporaryDirectory() as scratch, artifact_bars(progress):
-            return cls.read(_download(str(source), uri, Path(scratch)))
+            folder = _download(str(source), uri, Path(scratch))
+            try:
+                return cls.read(folder)
+            except ModelError as error:  # it named the download's folder, gone by the time it is read
+                raise ModelError(str(error).replace(str(folder), f"run {source}: {ARTIFACT}")) from None
 
     @classmethod
     def read(cls, folder: Path) -> IGELModel:

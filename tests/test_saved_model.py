@@ -3,6 +3,7 @@
 import json
 import re
 import shutil
+from pathlib import Path
 
 import igraph as ig
 import mlflow
@@ -214,6 +215,16 @@ def test_another_format_version_is_refused(compose_config, store_uri, tmp_path):
     (folder / MANIFEST).write_text(json.dumps({**manifest, "encoder": {**manifest["encoder"], "n_features": 3}}))
     with pytest.raises(ModelError, match="a malformed IGEL model .*inconsistent encoder settings"):
         IGELModel.load(folder)
+
+
+def test_a_malformed_model_of_a_run_names_the_run_not_its_download(compose_config, store_uri):
+    run_id = last_run(compose_config(*QUICK))
+    stored = Path(mlflow.get_run(run_id).info.artifact_uri.removeprefix("file://")) / ARTIFACT / MANIFEST
+    stored.write_text(json.dumps({**json.loads(stored.read_text()), "version": 2}))
+    with pytest.raises(ModelError) as error:
+        IGELModel.load(run_id)
+    reads = "IGEL model format version 2; this igel-exp reads version 1"
+    assert str(error.value) == f"run {run_id}: {ARTIFACT}/{MANIFEST}: {reads}"  # not a temporary folder, deleted
 
 
 @pytest.mark.parametrize("weights", [b"", b"not a pickle"], ids=["empty", "text"])
