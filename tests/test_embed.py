@@ -19,6 +19,8 @@ from igel_exp.pipelines.common import load
 from igel_exp.pipelines.embed import embed
 from igel_exp.saved_model import IGELModel
 
+from conftest import small_graphs
+
 
 def embed_config(*overrides: str):
     with initialize_config_module(config_module="igel_exp.conf", version_base="1.3"):
@@ -42,6 +44,24 @@ def test_a_graph_beyond_the_model_is_embedded_and_logged(compose_config, store_u
     assert nodes.name.iloc[0] == "h1" and nodes.degree.iloc[0] == 40
     graph = load(embed_config("source_run=x", f"dataset.path={edges}", "dataset.node_ids=token"))
     np.testing.assert_array_equal(embeddings, IGELModel.load(source).embed(graph.graph))
+
+
+def test_a_dataset_read_otherwise_than_the_models_run_read_it_is_said(compose_config, store_uri, tmp_path, caplog):
+    """A model trained on a graph read with its parallel edges (protocol=authors) embedded that dataset without them,
+    unsaid: other embeddings than the run's own."""
+    edges = tmp_path / "graph.txt"
+    edges.write_text("".join(f"{u} {v}\n{v} {u}\n" for u, v in small_graphs()["zachary"].get_edgelist()[:40]))
+    read = ["dataset=edgelist", f"dataset.path={edges}"]
+    pipelines.run(compose_config(*QUICK, *read, "dataset.parallel_edges=true", "threads=1"))
+    source = mlflow.last_active_run().info.run_id
+    embed(embed_config(f"source_run={source}", *read))
+    assert "the model's run read dataset=edgelist with dataset.parallel_edges=true: add that to embed" in caplog.text
+    caplog.clear()
+    embed(embed_config(f"source_run={source}", *read, "dataset.parallel_edges=true"))
+    other = tmp_path / "other.txt"  # another graph: the file is not a setting of the reading
+    other.write_text("1 2\n2 3\n")
+    embed(embed_config(f"source_run={source}", f"dataset.path={other}", "dataset.parallel_edges=true"))
+    assert "the model's run read" not in caplog.text
 
 
 def test_a_bad_source_run_fails_before_any_run(store_uri):

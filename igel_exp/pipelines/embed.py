@@ -6,6 +6,7 @@ gives the embeddings. The model is loaded before the run starts, so a source_run
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 
@@ -53,6 +54,13 @@ def embed(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
     stages = Stages()
     with stages("load_model"):
         model = source_model(str(config.source_run), config.tracking.uri, config.progress)
+    trained_with = _read_otherwise(model, config.dataset)
+    if trained_with:
+        log.warning(
+            "the model's run read dataset=%s with %s: add that to embed the graph it was trained on",
+            config.dataset.name,
+            " ".join(trained_with),
+        )
     with tracked_run(config, config.name) as logger:
         logger.tags({SOURCE_RUN_TAG: config.source_run})
         with stages("load"):
@@ -80,6 +88,16 @@ def embed(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
         stages.seconds["embed"],
     )
     return metrics
+
+
+def _read_otherwise(model: IGELModel, dataset: DictConfig) -> list[str]:
+    """The settings (but the file) with which the model's run read the dataset this run embeds, as overrides, where they
+    differ: a protocol=authors Sister Cities model embedded dataset=sister_cities without its parallel edges, unsaid."""
+    trained = model.config.get("dataset") if isinstance(model.config, dict) else None
+    if not isinstance(trained, dict) or trained.get("name") != dataset.name:
+        return []
+    differ = [key for key in dataset if key != "path" and trained.get(key, dataset[key]) != dataset[key]]
+    return [f"dataset.{key}={json.dumps(trained[key])}" for key in differ]
 
 
 def source_model(source: str, uri: str | None, progress: bool = True) -> IGELModel:
