@@ -1,6 +1,9 @@
 """The reproduction plan: experiments/ files expanded into jobs as `igel-run -m` would run them."""
 
+import os
 import shlex
+import subprocess
+import sys
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -151,6 +154,26 @@ def test_an_unreadable_file_in_the_folder_hides_no_other_table(experiments_dir, 
     assert "gone.yaml: cannot read it ([Errno 2]" in caplog.text and "broken.yaml:2: not valid YAML" in caplog.text
     with pytest.raises(ConfigError, match=r"latin1.yaml: cannot read it"):
         table_files(folder, ["latin1"])
+
+
+def test_an_unreadable_file_in_the_folder_leaves_the_cached_plan_to_the_others(
+    experiments_dir, tmp_path, obeys_permissions
+):
+    """The plan cache's fingerprint reads every file of the folder: one it cannot read (skipped, with a warning, by
+    the plan) stopped igel-report and igel-reproduce with `cannot read the MLflow store … Permission denied`."""
+    good = experiments_dir("tiny", {"encoder.distance": "1,2"}, TABLE)
+    for secret in (good.parent / "secret.yaml", good.parent / "private" / "notes.yaml"):
+        secret.parent.mkdir(exist_ok=True)
+        secret.write_text("a: 1\n")
+        secret.chmod(0)
+    script = "import sys; from igel_exp.plan import cached_plan; print(len(cached_plan(sys.argv[1]).jobs))"
+    environment = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    for _ in range(2):  # expanded, then read back
+        result = subprocess.run(
+            [sys.executable, "-c", script, str(good)], capture_output=True, text=True, env=environment,
+            preexec_fn=obeys_permissions,
+        )  # fmt: skip
+        assert result.stdout == "2\n", result.stderr
 
 
 def _jobs(plan) -> list[tuple]:
