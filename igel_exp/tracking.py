@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import errno
 import functools
 import logging
 import multiprocessing
@@ -178,8 +177,6 @@ def use_store(uri: str) -> str:
     check_store_uri(uri)
     mlflow.set_tracking_uri(uri)
     database = _sqlite_file(uri)
-    if database is not None and database.is_dir():  # MLflow would retry its connection for two minutes
-        raise IsADirectoryError(errno.EISDIR, "a folder, not a database file", str(database))
     if database is not None:
         database.parent.mkdir(parents=True, exist_ok=True)
         with _store_lock(database):
@@ -230,6 +227,11 @@ def check_store_uri(uri: str, *, key: str | None = None) -> None:
     parsed = urlparse(uri)
     if parsed.scheme.split("+")[0] in DATABASE_SCHEMES:
         _check_driver(uri, key)
+    database = _sqlite_file(uri)  # where MLflow would retry its connection for minutes, then fail in a paragraph:
+    if database is not None and database.is_dir():
+        raise StoreError(f"{key}={uri} is a folder, not a database file: give a file (sqlite:///{database}/mlflow.db)")
+    if database is not None and database.is_file() and not os.access(database, os.R_OK):
+        raise StoreError(f"{key}={uri}: permission denied: this user cannot read {database}")
     allowed = getattr(mlflow.environment_variables, "MLFLOW_ALLOW_FILE_STORE", None)  # None: MLflow < 3.7
     if parsed.scheme in ("", "file") and uri not in NAMED_STORES and allowed is not None and not allowed.get():
         path = Path(parsed.path if parsed.scheme else uri).expanduser().absolute()

@@ -433,12 +433,32 @@ def test_a_store_in_a_read_only_folder_fails_in_one_line_and_gets_no_run(tmp_pat
     assert client.search_runs([experiment.experiment_id for experiment in client.search_experiments()]) == []
 
 
+def test_a_store_file_this_user_cannot_read_is_one_line_at_once(tmp_path, obeys_permissions):
+    """MLflow retried its connection for minutes (igel-run, igel-report), printing a warning at each try."""
+    store = tmp_path / "mlflow.db"
+    mlflow.MlflowClient(f"sqlite:///{store}").search_experiments(max_results=1)  # a real store, then unreadable
+    store.chmod(0)
+    script = (
+        "import sys; from igel_exp.tracking import check_store_uri\n"
+        "try:\n    check_store_uri(sys.argv[1], key='--tracking-uri')\nexcept Exception as error:\n    print(error)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, f"sqlite:///{store}"], capture_output=True, text=True, timeout=60,
+        preexec_fn=obeys_permissions,
+    )  # fmt: skip
+    line = f"--tracking-uri=sqlite:///{store}: permission denied: this user cannot read {store}"
+    assert result.stdout.splitlines() == [line], result.stderr
+
+
 def test_a_store_that_is_no_store_fails_at_once_in_one_line(tmp_path, monkeypatch):
     """A sqlite URI naming a folder (MLflow retried it for two minutes), a plain path (MLflow's file store, which it
     no longer opens: a paragraph) and a scheme MLflow lacks: one line each, naming the store, and no run; the setting
     that gave it is named, $MLFLOW_TRACKING_URI where no tracking.uri did."""
-    with pytest.raises(StoreError, match=rf"^cannot write the MLflow store sqlite:///{tmp_path} \(a folder, not a"):
+    folder = f"tracking.uri=sqlite:///{tmp_path} is a folder, not a database file: give a file (sqlite:///{tmp_path}/"
+    with pytest.raises(StoreError, match=f"^{re.escape(folder)}"):
         open_experiment(f"sqlite:///{tmp_path}", "toy")
+    with pytest.raises(StoreError, match=f"^--tracking-uri=sqlite:///{tmp_path} is a folder"):  # igel-report: minutes
+        check_store_uri(f"sqlite:///{tmp_path}", key="--tracking-uri")
     runs = tmp_path / "runs.db"
     for path in (str(runs), f"file://{runs}"):
         with pytest.raises(StoreError) as error:
