@@ -3,6 +3,7 @@
 import contextlib
 import logging
 import os
+import tempfile
 from pathlib import Path
 
 __version__ = "0.1.0"
@@ -11,8 +12,13 @@ __version__ = "0.1.0"
 def user_cache_dir() -> Path:
     """igel-exp's folder in the user's cache ($XDG_CACHE_HOME or ~/.cache): downloaded datasets (the default data
     root), link prediction splits (splits/), reproduction plans (plans/) and graphs' centralities (centralities/)."""
-    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache) / "igel-exp"
+    cache = Path(os.environ.get("XDG_CACHE_HOME", ""))
+    if not cache.is_absolute():  # unset, or relative: which the XDG specification says to ignore
+        try:
+            cache = Path.home() / ".cache"
+        except (RuntimeError, KeyError):  # no $HOME and no passwd entry (a container's user): the temporary folder's
+            cache = Path(tempfile.gettempdir()) / f"igel-exp-cache-{os.getuid()}"
+    return cache / "igel-exp"
 
 
 def write_cache_entry(entry: Path, data: bytes, newest: int | None = None) -> OSError | None:

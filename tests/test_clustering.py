@@ -1,3 +1,5 @@
+import shutil
+
 import igraph as ig
 import numpy as np
 import pytest
@@ -125,13 +127,13 @@ def test_centralities_are_kept_in_the_users_cache_for_other_processes(tmp_path, 
     np.testing.assert_allclose(computed["betweenness"], graph.betweenness())
     [entry] = (tmp_path / "cache" / "igel-exp" / "centralities").iterdir()
     planted = {name: np.arange(graph.vcount(), dtype=float) + index for index, name in enumerate(CENTRALITIES)}
-    np.savez(entry, **planted)
+    np.savez(entry, key=entry.stem, **planted)
     forget()
     for name, values in centralities(graph).items():  # what the entry holds, not computed
         np.testing.assert_array_equal(values, planted[name])
     for damage in (b"", b"not an npz", entry.read_bytes()[:-40], None):
         if damage is None:  # an entry of another graph's size
-            np.savez(entry, **{name: values[:-1] for name, values in planted.items()})
+            np.savez(entry, key=entry.stem, **{name: values[:-1] for name, values in planted.items()})
         else:
             entry.write_bytes(damage)
         forget()
@@ -143,6 +145,11 @@ def test_centralities_are_kept_in_the_users_cache_for_other_processes(tmp_path, 
     forget()
     np.testing.assert_allclose(centralities(fewer)["betweenness"], fewer.betweenness())
     assert len(list(entry.parent.iterdir())) == 2
+    [other] = set(entry.parent.iterdir()) - {entry}
+    shutil.copy(other, entry)  # another graph's entry of the same size under this graph's name
+    forget()
+    for name, values in centralities(graph).items():
+        np.testing.assert_array_equal(values, computed[name])
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))  # no folder can be made there
     forget()

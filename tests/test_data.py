@@ -2,6 +2,7 @@ import gzip
 import hashlib
 import logging
 import os
+import pwd
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import igraph as ig
 import pytest
 
+from igel_exp import user_cache_dir
 from igel_exp.data import (
     DataContext,
     RemoteFile,
@@ -341,6 +343,32 @@ def test_data_root_from_config_env_or_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("IGEL_DATA_DIR", str(tmp_path / "file"))
     with pytest.raises(ConfigError, match=r"^\$IGEL_DATA_DIR \(data.root's default\) .* is a file"):
         resolve_data_root(str(tmp_path / "file"))  # as the config's ${oc.env:IGEL_DATA_DIR} passes it
+    # a root in a file's place (a FAILED run: cannot write; with data.download=false, advice to download into it)
+    inside = rf"{tmp_path / 'file' / 'igel-exp'} lies in {tmp_path / 'file'}, a file; the data root is a folder"
+    with pytest.raises(ConfigError, match=rf"^data.root {inside}"):
+        resolve_data_root(str(tmp_path / "file" / "igel-exp"))
+    monkeypatch.delenv("IGEL_DATA_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
+    with pytest.raises(ConfigError, match=rf"^the cache folder \(\$XDG_CACHE_HOME/igel-exp\) {inside}"):
+        resolve_data_root(None)
+
+
+def test_the_users_cache_is_absolute_and_found_without_a_home(monkeypatch):
+    """The XDG specification ignores a relative $XDG_CACHE_HOME (it put the cache in whichever folder a command ran
+    in); a user with no $HOME and no passwd entry (a container's) had a RuntimeError traceback."""
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
+    assert user_cache_dir() == Path.home() / ".cache" / "igel-exp"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.delenv("HOME", raising=False)
+
+    def no_entry(uid):
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    with pytest.raises(RuntimeError):
+        Path.home()  # as in such a container
+    cache = user_cache_dir()
+    assert cache.is_absolute() and cache.parent.name == f"igel-exp-cache-{os.getuid()}"
 
 
 @pytest.mark.data

@@ -44,12 +44,14 @@ def default_data_root() -> Path:
 def resolve_data_root(root: str | os.PathLike | None) -> Path:
     """The configured `data.root`, else the default, made absolute; a file there is refused, naming what set it."""
     resolved = Path(root).expanduser().resolve() if root else default_data_root().expanduser().resolve()
-    if resolved.is_file():
-        source = "data.root" if root else "the cache folder"
+    blocking = next((part for part in [resolved, *resolved.parents] if part.is_file()), None)
+    if blocking is not None:  # the root, or a folder it would be made in (a download said: cannot write)
+        source = "data.root" if root else "the cache folder ($XDG_CACHE_HOME/igel-exp)"
         env = os.environ.get(DATA_DIR_ENV)
         if env and Path(env).expanduser().resolve() == resolved:
             source = f"${DATA_DIR_ENV} (data.root's default)"
-        raise ConfigError(f"{source} {resolved} is a file; the data root is a folder (of Facebook/, PPI/, …)")
+        where = "is a file" if blocking == resolved else f"lies in {blocking}, a file"
+        raise ConfigError(f"{source} {resolved} {where}; the data root is a folder (of Facebook/, PPI/, …)")
     return resolved
 
 

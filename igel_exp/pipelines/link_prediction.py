@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 
 from igel_exp import user_cache_dir, write_cache_entry
 from igel_exp.data import Dataset
-from igel_exp.errors import ConfigError
+from igel_exp.errors import ConfigError, DataError
 from igel_exp.identity import DATA_TAG
 from igel_exp.pipelines import check_before, pipeline
 from igel_exp.pipelines.common import Stages, build_encoder, load, train_unsupervised
@@ -56,12 +56,15 @@ def cached_split(
     vertex order, and are checked leak-free against the graph whenever they are read.
     """
     graph = dataset.graph
-    key = f"{dataset.name}-{data or data_key(graph)}-removed{fraction:g}-seed{seed}.npz"
+    # the name in 64 characters: an edge list's is its file's, whose name may take all a file name's 255 bytes
+    key = f"{dataset.name[:64]}-{data or data_key(graph)}-removed{fraction!r}-seed{seed}.npz"
     path = (cache or user_cache_dir() / "splits") / key
     names = np.asarray(graph.vs["name"], dtype=str)
     if path.exists():
         try:
             stored = np.load(path)
+            if str(stored["key"]) != key:  # a file copied or renamed: another graph's, fraction's or seed's split
+                raise DataError(f"it holds the split {stored['key']}")
             index = pd.Index(names)
             split = EdgeSplit(
                 graph.vcount(), *(index.get_indexer(stored[part].ravel()).reshape(-1, 2) for part in _PARTS)
@@ -72,7 +75,7 @@ def cached_split(
             log.warning("ignoring the cached split %s (%s): splitting again", path, error)
     split = split_edges(graph, fraction, seed)
     stored = io.BytesIO()
-    np.savez_compressed(stored, **{part: names[getattr(split, part)] for part in _PARTS})
+    np.savez_compressed(stored, key=np.asarray(key), **{part: names[getattr(split, part)] for part in _PARTS})
     error = write_cache_entry(path, stored.getvalue())
     if error is not None:  # a read-only cache costs only the time to split again
         log.warning("could not cache the split in %s: %s", path.parent, error)

@@ -115,7 +115,8 @@ def _cached_centralities(graph: ig.Graph, entry: Path) -> dict[str, np.ndarray]:
     try:
         with np.load(entry, allow_pickle=False) as stored:
             found = {name: stored[name] for name in CENTRALITIES}
-        if all(values.shape == (graph.vcount(),) for values in found.values()):
+            kept_for = str(stored["key"])  # an entry copied or renamed is another graph's
+        if kept_for == entry.stem and all(values.shape == (graph.vcount(),) for values in found.values()):
             return found
     except Exception:  # absent, unreadable, half-written by a crash: computed anew
         pass
@@ -126,7 +127,7 @@ def _cached_centralities(graph: ig.Graph, entry: Path) -> dict[str, np.ndarray]:
         "degree": np.asarray(graph.degree(), dtype=float),
     }
     stored = io.BytesIO()
-    np.savez(stored, **computed)
+    np.savez(stored, key=np.asarray(entry.stem), **computed)
     write_cache_entry(entry, stored.getvalue(), CENTRALITY_CACHE_ENTRIES)
     return computed
 
