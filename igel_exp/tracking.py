@@ -310,7 +310,7 @@ def store_exists(uri: str) -> bool:
             return path == ":memory:"
         with contextlib.suppress(OSError), _store_lock(Path(path)):  # a folder this user cannot write: no wait
             pass
-        return True
+        return Path(path).stat().st_size > 0  # an empty file is no store: reading would make MLflow's tables in it
     if parsed.scheme in ("", "file"):
         return Path(parsed.path if parsed.scheme else uri).exists()
     return True

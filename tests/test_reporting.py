@@ -301,6 +301,10 @@ def test_report_of_an_absent_store_lists_every_run_and_creates_nothing(experimen
         f"igel-report: no MLflow store at sqlite:///{store} (--tracking-uri, $MLFLOW_TRACKING_URI, else" in printed.err
     )
     assert not store.exists()
+    store.touch()  # an empty file: MLflow made its tables in it (954 kB), and the report read an empty store
+    assert report_main(arguments) == 0
+    assert f"igel-report: no MLflow store at sqlite:///{store}" in capsys.readouterr().err
+    assert store.stat().st_size == 0
 
 
 def test_report_errors_are_one_line(experiments_dir, capsys):
