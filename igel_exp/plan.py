@@ -39,7 +39,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from igel_exp import user_cache_dir, write_cache_entry
 from igel_exp.errors import ConfigError, first_line, yaml_problem
-from igel_exp.identity import PACKAGE, config_hash, source_fingerprint
+from igel_exp.identity import NOT_IDENTITY, PACKAGE, config_hash, source_fingerprint
 from igel_exp.protocol import DEFAULT as DEFAULT_PROTOCOL
 from igel_exp.protocol import check_protocol
 from igel_exp.schema import check, describe
@@ -122,6 +122,12 @@ class Plan:
     arguments: list[str]  # the sweep as igel-run -m arguments: params, profile replacements, overrides
     skipped: int = 0  # jobs of the sweep that reproduce.skip leaves out
     overrides: list[str] = field(default_factory=list)  # the command's own, last of `arguments`
+
+    @property
+    def setting_overrides(self) -> list[str]:
+        """The command's overrides that change the runs, not where or how they run (`threads=1`, `tracking.uri=…`,
+        `data.root=…`, `hydra/launcher=joblib`: identity.NOT_IDENTITY and Hydra's own), which the same table shows."""
+        return [item for item in self.overrides if not _where_or_how(item)]
 
     @property
     def experiments(self) -> list[str]:
@@ -256,6 +262,12 @@ def load_plan(path: Path, profile: str = "full", overrides: Sequence[str] = ()) 
     plan = Plan(path.stem, path, profile, spec, jobs, arguments, skipped, list(overrides))
     check_cells(plan)
     return plan
+
+
+def _where_or_how(override: str) -> bool:
+    """Whether an override sets a key outside the runs' identity (identity.NOT_IDENTITY) or Hydra's own."""
+    key = re.split(r"[=/]", override.lstrip("+~"), maxsplit=1)[0]
+    return any(key == other or key.startswith(f"{other}.") for other in (*NOT_IDENTITY, "hydra"))
 
 
 PLAN_CACHE_FORMAT = 1  # raised when a Plan's pickled form changes

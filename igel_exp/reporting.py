@@ -331,7 +331,7 @@ def build_table(plan: Plan, runs: Iterable[StoredRun], notes: Sequence[str] = ()
     if outside:
         labels = [_row_label(plan, tuple(entry[key] for key in spec.rows)) for entry in outside]
         more = f"; … and {len(labels) - MISSING_SHOWN} more" if len(labels) > MISSING_SHOWN else ""
-        sweep = "this sweep (its overrides)" if plan.overrides else "this profile's sweep"
+        sweep = "this sweep (its overrides)" if plan.setting_overrides else "this profile's sweep"
         notes.append(f"paper rows that {sweep} does not run: {'; '.join(labels[:MISSING_SHOWN])}{more}")
     if any(column.metric.startswith(TIMING) for column in spec.columns):
         notes += hardware_notes([finished[job.hash] for job in plan.jobs if job.hash in finished])
@@ -475,7 +475,7 @@ def render(tables: Sequence[Table], fmt: str) -> str:
 def title(table: Table) -> str:
     plan = table.plan
     profile = " — quick profile" if plan.profile == "quick" else ""
-    overridden = " — with overrides" if plan.overrides else ""
+    overridden = " — with overrides" if plan.setting_overrides else ""
     return f"{plan.spec.table} ({plan.name}){profile}{overridden}"
 
 
@@ -490,9 +490,9 @@ def explanation(table: Table) -> list[str]:
         lines.append(
             f"Quick profile ({', '.join(changes) or 'as the full sweep'}): a cut-down sweep, not the paper's protocol."
         )
-    if plan.overrides:  # a table of other settings than the file's must say so: its verdict is of these runs
+    if plan.setting_overrides:  # a table of other settings than the file's must say so: its verdict is of these runs
         after = "the file's sweep and the quick profile" if plan.profile == "quick" else "the file's sweep"
-        lines.append(f"Overrides of every job, after {after}: {' '.join(plan.overrides)}.")
+        lines.append(f"Overrides of every job, after {after}: {' '.join(plan.setting_overrides)}.")
     how = "Ours: mean ± std over seeds (n runs); Δ = ours − paper."
     if len(table.protocols) > 1:
         named = ", ".join(f"ours ({_protocol_name(protocol)})" for protocol in table.protocols[1:])

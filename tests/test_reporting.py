@@ -179,6 +179,12 @@ def test_quick_profile_and_overrides_are_named_in_the_header(correlations, capsy
     text = capsys.readouterr().out
     assert text.startswith("### Correlations (correlations) — quick profile — with overrides\n")
     assert "\nOverrides of every job, after the file's sweep and the quick profile: seed=0.\n" in text
+    # where and how the runs run make the same runs, the same table (the README's threads=1 said: with overrides)
+    same = ["threads=1", "progress=false", f"tracking.uri={uri}", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
+    assert report_main(["correlations", "--profile", "quick", "--experiments", str(plan.path.parent), *same]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("### Correlations (correlations) — quick profile\n") and "Overrides of every" not in text
+    assert "| 1 | 0.500 | 5.000 (n=1) | +4.500 |" in text
 
 
 def test_csv_has_one_line_per_cell_with_raw_numbers(correlations, tmp_path):
