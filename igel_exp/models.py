@@ -766,7 +766,7 @@ def embed_all(model: nn.Module, device: torch.device, batch_size: int = 65536) -
         for start in range(0, model.n_nodes, batch_size)
     ]
     model.train()
-    return torch.cat(parts).numpy() if parts else np.zeros((0, 0), dtype=np.float32)
+    return torch.cat(parts).numpy() if parts else np.zeros((0, model.weight.shape[1]), dtype=np.float32)
 
 
 # --- Supervised setting (paper §3.4.2, Eq. supervised): IGEL as the input layer of an MLP -----------------

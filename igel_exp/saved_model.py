@@ -20,6 +20,7 @@ A reader refuses any other version rather than guess; a change of meaning gets a
 from __future__ import annotations
 
 import json
+import logging
 import pickle
 import tempfile
 from dataclasses import dataclass, field
@@ -39,6 +40,8 @@ from igel_exp.errors import ModelError, first_line
 from igel_exp.identity import REUSED_TAG, SOURCE_RUN_TAG  # such runs have no model: REUSED_TAG's is used
 from igel_exp.models import PRECISIONS, IGELEmbedding, embed_all
 from igel_exp.tracking import RunLogger, artifact_bars, check_store_uri, store_call, store_exists, tracking_uri
+
+log = logging.getLogger(__name__)
 
 FORMAT = "igel-model"
 VERSION = 1
@@ -194,7 +197,7 @@ class IGELModel:
             raise ModelError(f"{where}: unreadable ({error})") from None
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
             raise ModelError(f'{where}: not an IGEL model file (no "format": "{FORMAT}")')
-        if manifest.get("version") != VERSION:
+        if manifest.get("version") != VERSION or isinstance(manifest.get("version"), bool):  # true == 1 in Python
             raise ModelError(
                 f"{where}: IGEL model format version {manifest.get('version')!r}; this igel-exp reads version {VERSION}"
             )
@@ -233,7 +236,10 @@ def _download(run_id: str, uri: str, scratch: Path, followed: bool = False) -> P
         raise ModelError(f"{run_id!r} is neither a model folder nor a run of the MLflow store {uri}") from None
     if run.info.lifecycle_stage == "deleted":
         raise ModelError(f"run {run_id} is deleted: restore it (mlflow runs restore --run-id {run_id}) or train again")
-    if not client.list_artifacts(run_id, ARTIFACT):
+    logged = bool(client.list_artifacts(run_id, ARTIFACT))
+    if logged and run.info.status != "FINISHED":  # it ended after training (Ctrl-C in its evaluation)
+        log.warning("run %s is %s: its model was logged when its training ended; it is used", run_id, run.info.status)
+    if not logged:
         reused = run.data.tags.get(REUSED_TAG)
         if reused and not followed:
             return _download(reused, uri, scratch, followed=True)

@@ -173,6 +173,16 @@ def test_a_run_without_a_model_of_its_own_says_whose_it_used_or_that_it_logged_n
     assert str(error.value) == f"run {bare} {head}: it logged none ({artifacts} has no model/)"
 
 
+def test_a_run_that_ended_after_logging_its_model_gives_it_with_a_warning(compose_config, store_uri, caplog):
+    """A run interrupted in its evaluation, after its model was logged: the model is whole, and used, but not unsaid;
+    and an empty graph is embedded as no rows of d columns (it was (0, 0))."""
+    run_id = last_run(compose_config(*QUICK))
+    mlflow.MlflowClient().set_terminated(run_id, "FAILED")
+    model = IGELModel.load(run_id)
+    assert f"run {run_id} is FAILED: its model was logged when its training ended; it is used" in caplog.text
+    assert model.embed(ig.Graph(n=0)).shape == (0, model.dim)
+
+
 def test_a_finished_igel_run_whose_artifacts_moved_says_so(compose_config, store_uri, tmp_path):
     run_id = last_run(compose_config(*QUICK))
     artifacts = mlflow.get_run(run_id).info.artifact_uri
@@ -206,6 +216,9 @@ def test_another_format_version_is_refused(compose_config, store_uri, tmp_path):
     with pytest.raises(ModelError) as error:
         IGELModel.load(folder)
     assert str(error.value) == f"{folder / MANIFEST}: IGEL model format version 2; this igel-exp reads version 1"
+    (folder / MANIFEST).write_text(json.dumps({**manifest, "version": True}))  # equal to 1 in Python: was read
+    with pytest.raises(ModelError, match="IGEL model format version True; this igel-exp reads version 1"):
+        IGELModel.load(folder)
     (folder / MANIFEST).write_text(json.dumps({"something": "else"}))
     with pytest.raises(ModelError, match='not an IGEL model file \\(no "format": "igel-model"\\)'):
         IGELModel.load(folder)
