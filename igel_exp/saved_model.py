@@ -39,7 +39,15 @@ from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import ModelError, first_line
 from igel_exp.identity import REUSED_TAG, SOURCE_RUN_TAG  # such runs have no model: REUSED_TAG's is used
 from igel_exp.models import PRECISIONS, IGELEmbedding, embed_all
-from igel_exp.tracking import RunLogger, artifact_bars, check_store_uri, store_call, store_exists, tracking_uri
+from igel_exp.tracking import (
+    RunLogger,
+    artifact_bars,
+    check_store_uri,
+    liveness,
+    store_call,
+    store_exists,
+    tracking_uri,
+)
 
 log = logging.getLogger(__name__)
 
@@ -249,6 +257,8 @@ def _download(run_id: str, uri: str, scratch: Path, followed: bool = False) -> P
         why = "only runs that train encoder=igel log one"
         if source:  # igel-embed's and transfer's runs embed with another run's model
             why = f"its embeddings came from the model of {source} (tag {SOURCE_RUN_TAG}): use source_run={source}"
+        elif encoder == "igel" and run.info.status == "RUNNING" and liveness(run) is False:  # killed (kill -9)
+            why = "the run is RUNNING, but its process is gone: it will log none; train again"
         elif encoder == "igel" and run.info.status != "FINISHED":  # it ended, or is, before its model was logged
             why = f"the run is {run.info.status}, and logs its model once trained"
         elif encoder == "igel" and not client.list_artifacts(run_id):  # a copied or moved store: absolute places

@@ -3,6 +3,8 @@
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import igraph as ig
@@ -19,6 +21,7 @@ from igel_exp.identity import SOURCE_RUN_TAG
 from igel_exp.pipelines.common import load
 from igel_exp.pipelines.link_prediction import configured_split
 from igel_exp.saved_model import ARTIFACT, MANIFEST, VERSION, WEIGHTS, IGELModel
+from igel_exp.tracking import PROCESS_TAG, process_identity
 
 from conftest import reference_counts
 
@@ -181,6 +184,23 @@ def test_a_run_that_ended_after_logging_its_model_gives_it_with_a_warning(compos
     model = IGELModel.load(run_id)
     assert f"run {run_id} is FAILED: its model was logged when its training ended; it is used" in caplog.text
     assert model.embed(ig.Graph(n=0)).shape == (0, model.dim)
+
+
+def test_a_running_igel_run_whose_process_is_gone_will_log_no_model(store_uri):
+    """Killed (kill -9) during training: it said the run "logs its model once trained", which it never will."""
+    dead = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    process = process_identity(dead.pid)
+    dead.kill()
+    dead.wait()
+    client = mlflow.MlflowClient(store_uri)
+    run_id = client.create_run(client.create_experiment("clustering"), tags={PROCESS_TAG: process}).info.run_id
+    client.log_param(run_id, "encoder.name", "igel")
+    with pytest.raises(ModelError) as error:
+        IGELModel.load(run_id)
+    assert str(error.value) == (
+        f"run {run_id} (experiment clustering, encoder=igel) has no IGEL model: the run is RUNNING, but its process is"
+        " gone: it will log none; train again"
+    )
 
 
 def test_a_finished_igel_run_whose_artifacts_moved_says_so(compose_config, store_uri, tmp_path):
