@@ -402,7 +402,9 @@ def _parser(prog: str, description: str, reproduce: bool) -> argparse.ArgumentPa
 
 
 def _split(items: Sequence[str]) -> tuple[list[str], list[str]]:
-    return [item for item in items if "=" not in item], [item for item in items if "=" in item]
+    """(tables, overrides): an override has a value (KEY=VALUE) or deletes a key (Hydra's ~KEY, which has none)."""
+    overrides = [item for item in items if "=" in item or item.startswith("~")]
+    return [item for item in items if item not in overrides], overrides
 
 
 def _launcher_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:

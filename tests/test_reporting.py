@@ -319,6 +319,10 @@ def test_report_errors_are_one_line(experiments_dir, capsys):
     assert capsys.readouterr().err.strip() == (
         f"igel-report: error: no table 'nope' in {experiments_dir.folder}; valid tables: all, correlations"
     )
+    # Hydra's deletion override is an override, not a table ("no table '~trainer.lr'")
+    assert report_main(["correlations", "--experiments", str(experiments_dir.folder), "~trainer.lr"]) == 1
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("igel-report: error: correlations: ") and "~trainer.lr" in error and "\n" not in error
 
 
 # --- both protocols side by side, and the verdict -----------------------------------------------------------
