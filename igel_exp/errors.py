@@ -80,4 +80,7 @@ def output_file(text: str) -> Path | None:
         raise argparse.ArgumentTypeError("blank: give a file")
     if Path(text).is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder: give a file")
+    blocking = next((folder for folder in Path(text).parents if folder.is_file()), None)
+    if blocking is not None:  # it said: File exists
+        raise argparse.ArgumentTypeError(f"{text} would be in {blocking}, a file: give a file in a folder")
     return Path(text)

@@ -422,11 +422,17 @@ def test_a_sweep_over_a_protocol_the_experiment_lacks_is_refused_when_planned(ex
 def test_an_output_folder_or_a_store_that_is_not_one_is_one_line(correlations, tmp_path, capsys, monkeypatch):
     plan, uri = correlations
     folder = ["--experiments", str(plan.path.parent)]
-    for output, why in [(str(tmp_path), f"{tmp_path} is a folder"), ("", "blank")]:  # '': Path's '.', a folder too
+    (tmp_path / "notes").write_text("")
+    under_a_file = str(tmp_path / "notes" / "t.md")  # it said: File exists
+    for output, why in [
+        (str(tmp_path), f"{tmp_path} is a folder"),
+        ("", "blank"),  # Path's '.', a folder too
+        (under_a_file, f"{under_a_file} would be in {tmp_path / 'notes'}, a file"),
+    ]:
         with pytest.raises(SystemExit) as exited:
             report_main([*folder, "--tracking-uri", uri, "--output", output])
         assert exited.value.code == 2
-        assert capsys.readouterr().err.startswith(f"igel-report: error: argument --output/-o: {why}: give a file (")
+        assert capsys.readouterr().err.startswith(f"igel-report: error: argument --output/-o: {why}: give a file")
     assert report_main([*folder, "--tracking-uri", uri, "--output", "-"]) == 0  # stdout, as `-` means (was a file)
     assert capsys.readouterr().out.startswith("### ") and not Path("-").exists()
     for given in (["--tracking-uri", ""], ["tracking.uri= "]):  # "$URI" unset: was ./mlflow.db, unsaid
