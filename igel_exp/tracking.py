@@ -381,6 +381,12 @@ def open_experiment(uri: str, name: str) -> Experiment:
             _probe_write(database.parent)
             if not os.access(database, os.W_OK):
                 raise PermissionError(13, "Permission denied", str(database))
+        deleted = mlflow.get_experiment_by_name(name)
+        if deleted is not None and deleted.lifecycle_stage == "deleted":  # MLflow's refusal read as a store fault
+            raise StoreError(
+                f"experiment {name!r} of the MLflow store {uri} is deleted: restore it (mlflow experiments restore"
+                f" --experiment-id {deleted.experiment_id}) or remove it for good (mlflow gc)"
+            )
         experiment = mlflow.set_experiment(name)
     except OSError as error:
         raise StoreError(

@@ -433,6 +433,20 @@ def test_a_store_in_a_read_only_folder_fails_in_one_line_and_gets_no_run(tmp_pat
     assert client.search_runs([experiment.experiment_id for experiment in client.search_experiments()]) == []
 
 
+def test_a_deleted_experiment_is_named_with_the_way_back(tmp_path):
+    """MLflow refuses to log to a deleted experiment: that read `cannot open the MLflow store …`, a store that opens."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = mlflow.MlflowClient(uri)
+    experiment = client.create_experiment("embed")
+    client.delete_experiment(experiment)
+    with pytest.raises(StoreError) as error:
+        open_experiment(uri, "embed")
+    assert str(error.value) == (
+        f"experiment 'embed' of the MLflow store {uri} is deleted: restore it (mlflow experiments restore"
+        f" --experiment-id {experiment}) or remove it for good (mlflow gc)"
+    )
+
+
 def test_a_store_file_this_user_cannot_read_is_one_line_at_once(tmp_path, obeys_permissions):
     """MLflow retried its connection for minutes (igel-run, igel-report), printing a warning at each try."""
     store = tmp_path / "mlflow.db"
