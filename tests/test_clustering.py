@@ -113,7 +113,7 @@ def test_centralities_are_remembered_by_the_graphs_edges():
         assert not np.allclose(values["degree"], graph.degree())
 
 
-def test_centralities_are_kept_in_the_users_cache_for_other_processes(tmp_path, monkeypatch):
+def test_centralities_are_kept_in_the_users_cache_for_other_processes(tmp_path, monkeypatch, caplog):
     """Each igel-run (each job of a cluster sweep) is a process of its own: a graph's centralities are read back from
     the user's cache, by the graph's edges; a damaged, misshapen or unwritable entry only costs computing them again."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -154,6 +154,7 @@ def test_centralities_are_kept_in_the_users_cache_for_other_processes(tmp_path, 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))  # no folder can be made there
     forget()
     np.testing.assert_array_equal(centralities(graph)["closeness"], computed["closeness"])
+    assert f"could not keep the centralities in {tmp_path / 'file'}" in caplog.text  # each run pays them: said
 
 
 def test_pagerank_is_the_random_surfers_with_damping_0_85():

@@ -128,7 +128,9 @@ def _cached_centralities(graph: ig.Graph, entry: Path) -> dict[str, np.ndarray]:
     }
     stored = io.BytesIO()
     np.savez(stored, key=np.asarray(entry.stem), **computed)
-    write_cache_entry(entry, stored.getvalue(), CENTRALITY_CACHE_ENTRIES)
+    error = write_cache_entry(entry, stored.getvalue(), CENTRALITY_CACHE_ENTRIES)
+    if error is not None:  # every run on this graph computes them again: say why once a process
+        log.warning("could not keep the centralities in %s (%s): each run computes them", entry.parent, error)
     return computed
 
 
