@@ -213,6 +213,7 @@ class IGELEncoder:
 
     def fit(self, graph: ig.Graph) -> IGELEncoder:
         """Fix δmax to the graph's largest degree."""
+        _check_igraph(graph)
         self.max_degree_ = _max_degree(graph)
         return self
 
@@ -259,8 +260,11 @@ class IGELEncoder:
     def counts(self, graph: ig.Graph) -> sp.csr_matrix:
         """Raw pair counts, CSR (|V| × n_features) int64, rows in the graph's vertex order."""
         self._check_fitted()
-        if graph.is_directed() or any(graph.is_loop()):
-            raise ValueError("IGEL encodes undirected graphs without self loops; simplify the graph first")
+        _check_igraph(graph)
+        if graph.is_directed():
+            raise ValueError("IGEL encodes undirected graphs without self loops: make it undirected (as_undirected())")
+        if any(graph.is_loop()):
+            raise ValueError("IGEL encodes undirected graphs without self loops: drop them (simplify(multiple=False))")
         _max_degree(graph)  # degrees above δmax are clamped, but the counts must fit their bit fields
         # parallel edges count in the ego graphs' degrees, as in the authors' induced subgraphs (dataset.parallel_edges)
         adj = adjacency(graph, multiplicity=True)
@@ -325,6 +329,12 @@ class IGELEncoder:
     def _check_fitted(self) -> None:
         if self.max_degree_ is None:
             raise RuntimeError("IGELEncoder is not fitted: call fit(graph) first")
+
+
+def _check_igraph(graph: ig.Graph) -> None:
+    """A networkx graph (or any other) failed deep in igraph's calls, an AttributeError or a TypeError of tuples."""
+    if not isinstance(graph, ig.Graph):
+        raise TypeError(f"IGEL encodes igraph graphs, not a {type(graph).__name__} (ig.Graph.from_networkx)")
 
 
 def _max_degree(graph: ig.Graph) -> int:

@@ -90,9 +90,19 @@ def test_counts_before_fit_is_an_error():
 
 @pytest.mark.parametrize("graph", [ig.Graph([(0, 1), (1, 1)]), ig.Graph([(0, 1)], directed=True)])
 def test_rejects_directed_graphs_and_self_loops(graph):
-    """Parallel edges are counted (tests/test_protocol.py); self loops and directions have no ego-graph meaning."""
-    with pytest.raises(ValueError, match="undirected graphs without self loops"):
+    """Parallel edges are counted (tests/test_protocol.py); self loops and directions have no ego-graph meaning, and
+    the advice fits the fault (a directed graph was told to simplify itself)."""
+    advice = "make it undirected" if graph.is_directed() else "drop them"
+    with pytest.raises(ValueError, match=f"undirected graphs without self loops: {advice}"):
         IGELEncoder(1).fit(graph).counts(graph)
+
+
+def test_a_graph_of_another_library_is_named():
+    networkx = pytest.importorskip("networkx")
+    with pytest.raises(TypeError, match="IGEL encodes igraph graphs, not a Graph \\(ig.Graph.from_networkx\\)"):
+        IGELEncoder(1).fit(ig.Graph.Ring(4)).counts(networkx.path_graph(4))
+    with pytest.raises(TypeError, match="IGEL encodes igraph graphs, not a Graph"):
+        IGELEncoder(1).fit(networkx.path_graph(4))
 
 
 def test_a_degree_beyond_the_counts_bit_fields_names_the_node():
