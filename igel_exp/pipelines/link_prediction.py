@@ -63,7 +63,9 @@ def cached_split(
     if path.exists():
         try:
             stored = np.load(path)
-            if str(stored["key"]) != key:  # a file copied or renamed: another graph's, fraction's or seed's split
+            # a file copied or renamed: another graph's, fraction's or seed's split (entries written before 2026-11-30
+            # hold no key: taken as their names say, as they were)
+            if "key" in stored.files and str(stored["key"]) != key:
                 raise DataError(f"it holds the split {stored['key']}")
             index = pd.Index(names)
             split = EdgeSplit(
