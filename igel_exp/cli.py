@@ -177,10 +177,7 @@ def one_line_errors(prog: str) -> Iterator[None]:
     except (HydraException, OmegaConfBaseException, IgelError) as error:
         sys.exit(f"{prog}: error: {describe(error)}")
     except OSError as error:  # Hydra's own files: outputs/ in a folder this user cannot write
-        sys.exit(
-            f"{prog}: error: {error.filename}: {error.strerror} (hydra.run.dir, or hydra.sweep.dir with -m, sets where"
-            " Hydra writes)"
-        )
+        sys.exit(f"{prog}: error: {_hydra_files(error)}")
     except yaml.YAMLError as error:  # a config file of --config-dir
         sys.exit(f"{prog}: error: {yaml_problem(error)}")
     except ValueError as error:  # Hydra's own, for overrides its grammar takes but it cannot apply (`=5`)
@@ -192,6 +189,10 @@ def one_line_errors(prog: str) -> Iterator[None]:
         sys.exit(130)
     finally:
         os.environ.pop("HYDRA_FULL_ERROR", None)
+
+
+def _hydra_files(error: OSError) -> str:
+    return f"{error.filename}: {error.strerror} (hydra.run.dir, or hydra.sweep.dir with -m, sets where Hydra writes)"
 
 
 def _raised_in_hydra(error: BaseException) -> bool:
@@ -214,8 +215,12 @@ class SweepCheck(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
             check_launcher(config.hydra.launcher)
+            # Hydra makes it when it launches the first job: after the store and the sweep's parent run
+            Path(config.hydra.sweep.dir).mkdir(parents=True, exist_ok=True)
         except IgelError as error:
             sys.exit(f"{self.program}: error: {error}")
+        except OSError as error:
+            sys.exit(f"{self.program}: error: {_hydra_files(error)}")
         if config.hydra.sweeper.get("_target_") != BASIC_SWEEPER:
             return
         with interruptible():  # torch's import takes seconds

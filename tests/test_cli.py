@@ -133,6 +133,13 @@ def test_invalid_invocations_fail_in_one_line_before_any_run(tmp_path, monkeypat
         " (expected ',' or ']', but got ':')"
     )
     assert not (tmp_path / "mlflow.db").exists()  # no run, not even a store
+    # a sweep's folder where none can be made: Hydra made it at its first job, after the store and the parent run
+    line = exit_line("-m", "seed=0,1", "hydra.sweep.dir=empty.txt/sweep", *HERE[2:], "trainer.epochs=1")
+    assert line == (
+        "igel-run: error: empty.txt/sweep: Not a directory (hydra.run.dir, or hydra.sweep.dir with -m, sets where Hydra"
+        " writes)"
+    )
+    assert not (tmp_path / "mlflow.db").exists()
 
 
 def test_a_users_dataset_file_without_its_schema_line_takes_overrides(tmp_path):
