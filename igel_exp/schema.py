@@ -493,15 +493,33 @@ def check_launcher(launcher: DictConfig) -> None:
         return
     import joblib
     from hydra_plugins.hydra_joblib_launcher._core import process_joblib_cfg
+    from joblib._utils import eval_expr
 
     settings = {key: value for key, value in OmegaConf.to_container(launcher).items() if key != "_target_"}
     settings["backend"] = "loky"  # as the launcher sets it
     process_joblib_cfg(settings)  # and as it reads numbers given as strings
     try:
         joblib.Parallel(**settings)  # checks the backend's hints
-        joblib.effective_n_jobs(settings.get("n_jobs"))
+        n_jobs = joblib.effective_n_jobs(settings.get("n_jobs"))
     except (TypeError, ValueError) as error:
         raise ConfigError(f"hydra.launcher: joblib refuses its settings: {error}") from None
+    # read by joblib only as the jobs are dispatched: 0 ran none (a FINISHED sweep of no runs), a word a traceback
+    pre_dispatch = settings.get("pre_dispatch", "all")
+    if pre_dispatch != "all":
+        try:
+            amount = int(eval_expr(str(pre_dispatch).replace("n_jobs", str(n_jobs))))
+        except Exception:
+            amount = None
+        if amount is None or amount < 1:
+            raise ConfigError(
+                f"hydra.launcher.pre_dispatch={pre_dispatch}: expected all, a number ≥ 1 or an expression of n_jobs"
+                " (2*n_jobs)"
+            )
+    if settings.get("timeout") is not None:  # joblib gives up on a job, whose run stays RUNNING, in a traceback
+        raise ConfigError(
+            f"hydra.launcher.timeout={settings['timeout']}: a job cut off mid-run would leave its MLflow run RUNNING;"
+            " leave it null"
+        )
 
 
 def override_keys(overrides: Iterable[str]) -> list[str]:

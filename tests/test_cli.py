@@ -243,6 +243,15 @@ def test_a_bad_job_stops_a_sweep_before_its_store_and_its_first_run(tmp_path, mo
     assert exit_line("-m", *HERE, *joblib, "hydra.launcher.prefer=nosuch").startswith(
         "igel-run: error: hydra.launcher: joblib refuses its settings: prefer=nosuch is not a valid backend hint"
     )
+    # 0 dispatched no job (a FINISHED sweep of no runs, exit 0), a word was a traceback; a timeout left a run RUNNING
+    for dispatch in ("0", "abc", "n_jobs-5"):
+        assert exit_line("-m", *HERE, *joblib, f"hydra.launcher.pre_dispatch={dispatch}") == (
+            f"igel-run: error: hydra.launcher.pre_dispatch={dispatch}: expected all, a number ≥ 1 or an expression of"
+            " n_jobs (2*n_jobs)"
+        )
+    assert exit_line("-m", *HERE, *joblib, "hydra.launcher.timeout=10").startswith(
+        "igel-run: error: hydra.launcher.timeout=10.0: a job cut off mid-run would leave its MLflow run RUNNING"
+    )
     assert not (tmp_path / "mlflow.db").exists()
 
 
