@@ -350,10 +350,11 @@ def test_a_run_that_ends_while_the_stale_runs_are_closed_keeps_its_status(store_
 def test_a_store_being_made_is_read_once_made(tmp_path):
     """igel-report as the first igel-run makes the store: reading it half-made ran MLflow's migrations alongside."""
     database = tmp_path / "mlflow.db"
-    database.touch()  # as use_store leaves it while it migrates, holding the lock
+    database.touch()  # as use_store leaves it while it migrates, holding the lock (empty: no store yet)
     maker = (
         "import fcntl, sys, time; lock = open(sys.argv[1] + '.lock', 'w'); fcntl.flock(lock, fcntl.LOCK_EX)\n"
-        "print('locked', flush=True); time.sleep(1); open(sys.argv[2], 'w').close()\n"
+        "print('locked', flush=True); time.sleep(1); open(sys.argv[1], 'wb').write(b'SQLite format 3\\0')\n"
+        "open(sys.argv[2], 'w').close()\n"
     )
     command = [sys.executable, "-c", maker, str(database), str(tmp_path / "made")]
     child = subprocess.Popen(command, stdout=subprocess.PIPE)
