@@ -191,6 +191,14 @@ def one_line_errors(prog: str) -> Iterator[None]:
         os.environ.pop("HYDRA_FULL_ERROR", None)
 
 
+def _check_folder(path: Path) -> None:
+    """Raise OSError where the folder cannot be made; leave none made (a sweep stopped by a later check)."""
+    missing = [folder for folder in [path, *path.parents] if not folder.exists()]  # the deepest first
+    path.mkdir(parents=True, exist_ok=True)
+    for folder in missing:
+        folder.rmdir()
+
+
 def _hydra_files(error: OSError) -> str:
     return f"{error.filename}: {error.strerror} (hydra.run.dir, or hydra.sweep.dir with -m, sets where Hydra writes)"
 
@@ -215,8 +223,7 @@ class SweepCheck(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
             check_launcher(config.hydra.launcher)
-            # Hydra makes it when it launches the first job: after the store and the sweep's parent run
-            Path(config.hydra.sweep.dir).mkdir(parents=True, exist_ok=True)
+            _check_folder(Path(config.hydra.sweep.dir))  # Hydra makes it at the first job: after the parent run
         except IgelError as error:
             sys.exit(f"{self.program}: error: {error}")
         except OSError as error:

@@ -253,6 +253,7 @@ def test_a_bad_job_stops_a_sweep_before_its_store_and_its_first_run(tmp_path, mo
         "igel-run: error: hydra.launcher.timeout=10.0: a job cut off mid-run would leave its MLflow run RUNNING"
     )
     assert not (tmp_path / "mlflow.db").exists()
+    assert not (tmp_path / "multirun").exists()  # the check that the sweep's folder can be made leaves none made
 
 
 @pytest.mark.parametrize(
