@@ -31,6 +31,7 @@ import yaml
 from hydra import compose, initialize_config_dir
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
@@ -518,7 +519,10 @@ SWEEP_ERRORS = (HydraException, ValueError)
 
 
 def _cross(arguments: list[str]) -> list[list[str]]:
-    [batches] = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(arguments), None)
+    # the config loader lists a group's options for glob() (`encoder=glob(deep*)`: "ConfigLoader is not set")
+    hydra = GlobalHydra.instance()
+    parser = OverridesParser.create(config_loader=hydra.config_loader() if hydra.is_initialized() else None)
+    [batches] = BasicSweeper.split_arguments(parser.parse_overrides(arguments), None)
     return batches
 
 

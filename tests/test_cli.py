@@ -254,6 +254,10 @@ def test_a_bad_job_stops_a_sweep_before_its_store_and_its_first_run(tmp_path, mo
     )
     assert not (tmp_path / "mlflow.db").exists()
     assert not (tmp_path / "multirun").exists()  # the check that the sweep's folder can be made leaves none made
+    # glob() over a group lists its options through the config loader: the check said "ConfigLoader is not set"
+    assert exit_line("-m", *HERE, "encoder=glob(deep*)", "trainer.epochs=0") == (
+        "igel-run: error: the job encoder=deepwalk trainer.epochs=0: trainer.epochs=0: expected an integer ≥ 1"
+    )
 
 
 @pytest.mark.parametrize(
