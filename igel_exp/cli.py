@@ -6,6 +6,7 @@ torch, MLflow and the pipelines are imported once the config has composed: a mis
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import sys
@@ -192,11 +193,13 @@ def one_line_errors(prog: str) -> Iterator[None]:
 
 
 def _check_folder(path: Path) -> None:
-    """Raise OSError where the folder cannot be made; leave none made (a sweep stopped by a later check)."""
-    missing = [folder for folder in [path, *path.parents] if not folder.exists()]  # the deepest first
-    path.mkdir(parents=True, exist_ok=True)
-    for folder in missing:
-        folder.rmdir()
+    """Raise OSError where the folder could not be made (a file in its way, no permission), making none: Hydra makes it,
+    and a sweep started in the same second (the same folder) may be making it now."""
+    existing = next(folder for folder in [path, *path.parents] if folder.exists())
+    if not existing.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(path))
+    if existing != path and not os.access(existing, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "Permission denied", str(existing))
 
 
 def _hydra_files(error: OSError) -> str:
