@@ -70,6 +70,12 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, option_error(self.prog, message))
 
 
+def file_in_the_way(path: Path) -> Path | None:
+    """The file, if any, where `path` or one of its folders would be: no folder can be made there."""
+    existing = next((folder for folder in [path, *path.parents] if folder.exists()), None)
+    return existing if existing is not None and not existing.is_dir() else None
+
+
 def output_file(text: str) -> Path | None:
     """An --output option's file (an argparse type); None for `-`, standard output, as for most commands (it wrote a
     file named `-`). A blank name, which Path reads as the working directory, or an existing folder is refused as the
@@ -80,7 +86,7 @@ def output_file(text: str) -> Path | None:
         raise argparse.ArgumentTypeError("blank: give a file")
     if Path(text).is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder: give a file")
-    blocking = next((folder for folder in Path(text).parents if folder.is_file()), None)
+    blocking = file_in_the_way(Path(text).parent)
     if blocking is not None:  # it said: File exists
         raise argparse.ArgumentTypeError(f"{text} would be in {blocking}, a file: give a file in a folder")
     return Path(text)

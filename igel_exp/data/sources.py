@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from igel_exp import user_cache_dir
-from igel_exp.errors import ConfigError, DataError
+from igel_exp.errors import ConfigError, DataError, file_in_the_way
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def default_data_root() -> Path:
 def resolve_data_root(root: str | os.PathLike | None) -> Path:
     """The configured `data.root`, else the default, made absolute; a file there is refused, naming what set it."""
     resolved = Path(root).expanduser().resolve() if root else default_data_root().expanduser().resolve()
-    blocking = next((part for part in [resolved, *resolved.parents] if part.is_file()), None)
+    blocking = file_in_the_way(resolved)
     if blocking is not None:  # the root, or a folder it would be made in (a download said: cannot write)
         source = "data.root" if root else "the cache folder ($XDG_CACHE_HOME/igel-exp)"
         env = os.environ.get(DATA_DIR_ENV)
