@@ -273,8 +273,10 @@ class AuthorsPairs:
         others[:, 0] = label(contexts)
         for start in range(0, len(targets), cls.DRAWN_TOGETHER):  # the draws of one call, a cache-sized part at a time
             part = slice(start, start + cls.DRAWN_TOGETHER)
-            drawn = rng.integers(max(n_nodes - 1, 1), size=(len(targets[part]), negatives), dtype=walks.dtype)
-            others[part, 1:] = label(drawn + (drawn >= targets[part, None]))  # uniform among the other nodes
+            # as `kept`: numpy draws any range under 2^32 from 32 bits, so int32 holds the numbers int64 would
+            drawn = rng.integers(max(n_nodes - 1, 1), size=(len(targets[part]), negatives), dtype=kept)
+            drawn += drawn >= targets[part, None]  # uniform among the other nodes
+            others[part, 1:] = label(drawn)
         return cls(label(targets), others)
 
     @property

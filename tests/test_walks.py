@@ -176,6 +176,10 @@ def test_authors_negatives_drawn_part_by_part_are_those_of_one_draw(monkeypatch)
     parts = AuthorsPairs.of_walks(walks, 2, 3, 77, np.random.default_rng(1))
     np.testing.assert_array_equal(parts.others, whole.others)
     assert len(whole.targets) > 7 and whole.others.dtype == np.int32
+    # numpy's one draw of them all as int64 (as the authors' stream was drawn before the draws were kept as int32:
+    # runs of a seed keep their results)
+    drawn = np.random.default_rng(1).integers(76, size=(len(whole.targets), 3))
+    np.testing.assert_array_equal(whole.negatives, drawn + (drawn >= whole.targets[:, None]))
 
 
 def test_authors_pairs_with_labels_are_the_stream_relabelled():
