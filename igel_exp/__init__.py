@@ -4,6 +4,7 @@ import contextlib
 import logging
 import os
 import tempfile
+import time
 from pathlib import Path
 
 __version__ = "0.1.0"
@@ -21,25 +22,39 @@ def user_cache_dir() -> Path:
     return cache / "igel-exp"
 
 
+STALE_PARTIAL_S = 3600  # a part-written entry this old was left by a killed writer: a write takes seconds
+
+
 def write_cache_entry(entry: Path, data: bytes, newest: int | None = None) -> OSError | None:
     """Write a cache entry whole: another process reads the old one or the new one, never part of one. With `newest`,
-    drop the oldest entries of its folder (of its suffix) beyond that many. A cache that cannot be written is only a
-    slower next run: the error is returned (and logged at debug level)."""
+    drop the oldest entries of its folder (of its suffix) beyond that many; part-written entries that killed writers
+    left are dropped too. A cache that cannot be written is only a slower next run: the error is returned (and logged
+    at debug level)."""
     partial = entry.with_name(f"{entry.name}.{os.getpid()}.partial")
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         partial.write_bytes(data)
         os.replace(partial, entry)
-        if newest is not None:
-            kept = sorted(entry.parent.glob(f"*{entry.suffix}"), key=lambda old: old.stat().st_mtime, reverse=True)
-            for stale in kept[newest:]:
-                stale.unlink(missing_ok=True)
+        _prune(entry, newest)
         return None
     except OSError as error:
         logging.getLogger(__name__).debug("cache %s not written: %s", entry.parent, error)
+        return error
+    finally:  # an interrupt (Ctrl-C) too leaves no part-written entry
         with contextlib.suppress(OSError):
             partial.unlink(missing_ok=True)
-        return error
+
+
+def _prune(entry: Path, newest: int | None) -> None:
+    now = time.time()
+    for stale in entry.parent.glob("*.partial"):
+        with contextlib.suppress(OSError):  # another process may prune it first
+            if now - stale.stat().st_mtime > STALE_PARTIAL_S:
+                stale.unlink()
+    if newest is not None:
+        kept = sorted(entry.parent.glob(f"*{entry.suffix}"), key=lambda old: old.stat().st_mtime, reverse=True)
+        for stale in kept[newest:]:
+            stale.unlink(missing_ok=True)
 
 
 def __getattr__(name: str):

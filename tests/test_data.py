@@ -5,12 +5,13 @@ import os
 import pwd
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import igraph as ig
 import pytest
 
-from igel_exp import user_cache_dir
+from igel_exp import STALE_PARTIAL_S, user_cache_dir, write_cache_entry
 from igel_exp.data import (
     DataContext,
     RemoteFile,
@@ -369,6 +370,28 @@ def test_the_users_cache_is_absolute_and_found_without_a_home(monkeypatch):
         Path.home()  # as in such a container
     cache = user_cache_dir()
     assert cache.is_absolute() and cache.parent.name == f"igel-exp-cache-{os.getuid()}"
+
+
+def test_a_cache_entry_interrupted_or_killed_mid_write_leaves_no_part_behind(tmp_path, monkeypatch):
+    """Ctrl-C between writing a cache entry and putting it in place left its `.partial` file for good, as does a writer
+    killed outright; each holds a whole entry (a plan, a split, a graph's centralities)."""
+    entry = tmp_path / "cache" / "a.pkl"
+
+    def interrupted(source, target):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_cache_entry(entry, b"entry")
+    monkeypatch.undo()
+    assert list(entry.parent.iterdir()) == []
+    killed, writing = (entry.with_name(f"b.pkl.{pid}.partial") for pid in (1, 2))  # writing: another process, now
+    for partial in (killed, writing):
+        partial.write_bytes(b"part")
+    long_ago = time.time() - 2 * STALE_PARTIAL_S
+    os.utime(killed, (long_ago, long_ago))
+    assert write_cache_entry(entry, b"entry") is None
+    assert sorted(path.name for path in entry.parent.iterdir()) == ["a.pkl", writing.name]
 
 
 @pytest.mark.data
