@@ -98,10 +98,17 @@ def scalability_report(
     if not store_exists(uri):  # reading must not make one
         raise StoreError(no_store(uri))
     runs = finished_runs(experiment, uri)
-    if not runs.empty and sweeps:
-        runs = runs[runs.get(f"tags.{SWEEP_TAG}", pd.Series(index=runs.index, dtype=object)).isin(sweeps)]
     if not runs.empty and "params.dataset.name" in runs:
         runs = runs[runs["params.dataset.name"] == "erdos_renyi"]
+    if sweeps:
+        of = runs.get(f"tags.{SWEEP_TAG}", pd.Series(index=runs.index, dtype=object))
+        unknown = [sweep for sweep in dict.fromkeys(sweeps) if sweep not in set(of)]
+        if unknown and of.notna().any():  # a mistyped id among good ones vanished; with no sweep at all, see below
+            raise DataError(
+                f"--sweep {', '.join(unknown)}: no finished Erdős–Rényi run of MLflow experiment {experiment!r} is"
+                f" of this sweep; its sweeps: {', '.join(sorted(of.dropna().unique()))}"
+            )
+        runs = runs[of.isin(sweeps)]
     if not runs.empty and f"tags.{HASH_TAG}" in runs:
         # one run per config (seed included), the latest, as igel-report counts them: a point that two sweeps
         # share (|V| = 4,096 at degree 8) is one measurement per seed, not two

@@ -19,7 +19,7 @@ from igel_exp.pipelines.common import Stages
 from igel_exp.scalability_plot import main as plot_main
 from igel_exp.scalability_plot import scalability_report
 from igel_exp.tasks.scalability import loglog_slope, seed_means, slopes
-from igel_exp.tracking import HARDWARE_TAG, use_store
+from igel_exp.tracking import HARDWARE_TAG, SWEEP_TAG, use_store
 
 from conftest import REPO, keep_reading, kill_leaves_no_process, reaping, start_training, wait_for_no_process
 
@@ -254,17 +254,19 @@ def test_seed_means_and_slopes_per_series():
     assert np.isnan(slopes(table, 100, 300)[2]) and slopes(table, 100, 300)[1] == pytest.approx(1.0)
 
 
-def _fake_runs(uri: str, exponents: dict[int, float], epochs: int = 3, hardware: str | None = None) -> None:
+def _fake_runs(
+    uri: str, exponents: dict[int, float], epochs: int = 3, hardware: str | None = None, sweep: str | None = None
+) -> None:
     """Finished scalability runs whose total time is n^exponent[α] (size panel) and degree^(α-1) (degree panel);
     the point both panels share (4,096 nodes, degree 8) is run twice, as its two sweeps would. `hardware`: the tag of
-    what they ran on."""
+    what they ran on; `sweep`: their parent run's id."""
     mlflow.set_tracking_uri(uri)
     mlflow.set_experiment("scalability")
     grid = [(n, 8) for n in (256, 1024, 4096, 16384)] + [(4096, d) for d in (2, 4, 8, 16)]
     for alpha, exponent in exponents.items():
         for n, degree in grid:
             for seed in (0, 1):
-                tags = {HASH_TAG: f"{alpha}-{n}-{degree}-{seed}-{epochs}"}
+                tags = {HASH_TAG: f"{alpha}-{n}-{degree}-{seed}-{epochs}"} | ({SWEEP_TAG: sweep} if sweep else {})
                 with mlflow.start_run(tags=tags | ({HARDWARE_TAG: hardware} if hardware else {})):
                     mlflow.log_params(
                         {
@@ -379,6 +381,20 @@ def test_plot_command_refuses_timings_of_different_hardware(tracking_uri):
     with pytest.raises(DataError, match=r"^the runs ran on 2 kinds of hardware \(AMD EPYC \(AVX2, .*--sweep"):
         scalability_report()
     assert scalability_report(metric="peak_rss_mib").size_slopes  # memory is not the CPU's speed
+
+
+def test_plot_command_names_a_sweep_of_no_run(tracking_uri, tmp_path):
+    """A mistyped --sweep among good ones was dropped without a word: the figure showed the others' runs alone."""
+    _fake_runs(tracking_uri, {1: 1.0}, sweep="a1")
+    _fake_runs(tracking_uri, {2: 1.25}, sweep="b2")
+    assert list(scalability_report(sweeps=["a1"]).size_slopes) == [1]
+    with pytest.raises(SystemExit) as exited:
+        plot_main(["--output", str(tmp_path / "x.png"), "--sweep", "a1", "--sweep", "b3", "--sweep", "c"])
+    assert exited.value.code == (
+        "igel-scalability-plot: error: --sweep b3, c: no finished Erdős–Rényi run of MLflow experiment 'scalability'"
+        " is of this sweep; its sweeps: a1, b2"
+    )
+    assert not (tmp_path / "x.png").exists()
 
 
 @pytest.mark.parametrize("name", ["scalability_size", "scalability_size_large", "scalability_degree"])
