@@ -386,7 +386,9 @@ def _parser(prog: str, description: str, reproduce: bool) -> argparse.ArgumentPa
     )
     parser.add_argument("--profile", choices=PROFILES, default="full", help="quick: the file's reproduce.quick profile")
     parser.add_argument(
-        "--format", choices=FORMATS, help="output format (default: from --output's suffix, else markdown)"
+        "--format",
+        choices=FORMATS,
+        help="output format (default: from --output's suffix, else markdown; a suffix of another format is an error)",
     )
     parser.add_argument("--output", "-o", type=output_file, help="write the tables to this file instead of stdout")
     parser.add_argument("--tracking-uri", help=f"MLflow store (default: {DEFAULT_STORE})")
@@ -517,6 +519,13 @@ def _check_output(arguments: argparse.Namespace) -> None:
         raise ConfigError(
             f"--output {output}: no format writes {output.suffix} files ({', '.join(SUFFIXES)}); name it so, or give"
             " --format"
+        )
+    named = SUFFIXES.get(output.suffix.lower())
+    if arguments.format and named and named != arguments.format:  # csv in t.md, unsaid, before
+        suffix = next(suffix for suffix, fmt in SUFFIXES.items() if fmt == arguments.format)
+        raise ConfigError(
+            f"--format {arguments.format} disagrees with --output {output}, a {named} file's name: leave --format out,"
+            f" or name the file {suffix}"
         )
     try:
         output.parent.mkdir(parents=True, exist_ok=True)

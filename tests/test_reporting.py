@@ -419,6 +419,22 @@ def test_a_sweep_over_a_protocol_the_experiment_lacks_is_refused_when_planned(ex
         load_plan(path, "full")
 
 
+def test_a_format_that_the_output_name_contradicts_is_one_line(correlations, tmp_path, capsys):
+    """--format csv --output t.md wrote CSV into t.md, unsaid; without --format the suffix picks the format."""
+    plan, uri = correlations
+    given = ["--experiments", str(plan.path.parent), "--tracking-uri", uri]
+    table = tmp_path / "t.md"
+    assert report_main([*given, "--format", "csv", "--output", str(table)]) == 1
+    assert capsys.readouterr().err == (
+        f"igel-report: error: --format csv disagrees with --output {table}, a markdown file's name: leave --format"
+        " out, or name the file .csv\n"
+    )
+    assert not table.exists()
+    for output, fmt, start in [("t.CSV", [], "table,"), ("t.md", [], "### "), ("t.txt", ["--format", "csv"], "table,")]:
+        assert report_main([*given, "--output", str(tmp_path / output), *fmt]) == 0  # the suffix's, or --format's
+        assert (tmp_path / output).read_text().startswith(start)
+
+
 def test_an_output_folder_or_a_store_that_is_not_one_is_one_line(correlations, tmp_path, capsys, monkeypatch):
     plan, uri = correlations
     folder = ["--experiments", str(plan.path.parent)]
