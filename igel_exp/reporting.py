@@ -33,7 +33,7 @@ from mlflow.tracking import MlflowClient
 from igel_exp.errors import ConfigError
 from igel_exp.identity import ADDED_DEFAULTS, HASH_TAG, NOT_IDENTITY, REUSED_TAG
 from igel_exp.plan import DEFAULT_PROTOCOL, Column, Job, Plan, matches, protocol_of, same_value
-from igel_exp.tracking import HARDWARE_TAG, TIMING, store_call, store_exists
+from igel_exp.tracking import HARDWARE_TAG, TIMING, deleted, store_call, store_exists
 
 FORMATS = ("markdown", "csv", "html")
 SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html"}
@@ -215,6 +215,16 @@ def load_runs(uri: str, experiments: Iterable[str]) -> list[StoredRun]:
         if not token:
             break
     return runs
+
+
+@store_call()
+def deleted_experiments(uri: str, experiments: Iterable[str]) -> list[str]:
+    """A line for each of the experiments that the store holds deleted: their runs, hidden, read as never run."""
+    if not store_exists(uri):
+        return []
+    client = MlflowClient(tracking_uri=uri)
+    found = [client.get_experiment_by_name(name) for name in experiments]
+    return [why for experiment in found if (why := deleted(experiment, uri, ", so its runs count as not run"))]
 
 
 def finished_by_hash(runs: Iterable[StoredRun]) -> dict[str, StoredRun]:

@@ -59,6 +59,7 @@ from igel_exp.reporting import (
     StoredRun,
     Table,
     build_table,
+    deleted_experiments,
     finished_by_hash,
     load_runs,
     planned_jobs,
@@ -605,7 +606,8 @@ def _tables(
     tables = []
     for plan in plans:
         try:
-            tables.append(build_table(plan, runs(plan), (notes or {}).get(plan.name, ()), rerun))
+            deleted = deleted_experiments(runs.uri, plan.experiments)  # else its cells read as never run
+            tables.append(build_table(plan, runs(plan), [*(notes or {}).get(plan.name, ()), *deleted], rerun))
         except ConfigError as error:
             errors.append(f"{plan.name}: {error}")
     return tables

@@ -369,6 +369,17 @@ def _refuse_foreign_database(database: Path) -> None:
         )
 
 
+def deleted(experiment: Experiment | None, uri: str, so: str = "") -> str | None:
+    """The way back from a deleted experiment of the store at `uri` (MLflow hides its runs, refuses new ones), `so`
+    saying what that does here; None for one that is not deleted."""
+    if experiment is None or experiment.lifecycle_stage != "deleted":
+        return None
+    return (
+        f"experiment {experiment.name!r} of the MLflow store {uri} is deleted{so}: restore it (mlflow experiments"
+        f" restore --experiment-id {experiment.experiment_id}) or remove it for good (mlflow gc)"
+    )
+
+
 @store_call()
 def open_experiment(uri: str, name: str) -> Experiment:
     """The experiment `name` of the store at `uri` (both made if new), once the store and the experiment's artifact
@@ -381,12 +392,8 @@ def open_experiment(uri: str, name: str) -> Experiment:
             _probe_write(database.parent)
             if not os.access(database, os.W_OK):
                 raise PermissionError(13, "Permission denied", str(database))
-        deleted = mlflow.get_experiment_by_name(name)
-        if deleted is not None and deleted.lifecycle_stage == "deleted":  # MLflow's refusal read as a store fault
-            raise StoreError(
-                f"experiment {name!r} of the MLflow store {uri} is deleted: restore it (mlflow experiments restore"
-                f" --experiment-id {deleted.experiment_id}) or remove it for good (mlflow gc)"
-            )
+        if why := deleted(mlflow.get_experiment_by_name(name), uri):  # MLflow's refusal read as a store fault
+            raise StoreError(why)
         experiment = mlflow.set_experiment(name)
     except OSError as error:
         raise StoreError(

@@ -419,6 +419,27 @@ def test_a_sweep_over_a_protocol_the_experiment_lacks_is_refused_when_planned(ex
         load_plan(path, "full")
 
 
+def test_a_deleted_experiment_is_named_under_its_table_with_the_way_back(correlations, capsys):
+    """MLflow hides a deleted experiment's runs: the table read as if none had run, unsaid."""
+    plan, uri = correlations
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(str(plan.jobs[0].config.name))
+    client.delete_experiment(experiment.experiment_id)
+    report = ["--experiments", str(plan.path.parent), "--tracking-uri", uri]
+    assert report_main(report) == 0
+    printed = capsys.readouterr().out
+    assert "Missing 6 of 6 runs" in printed
+    assert (
+        f"\nNote: experiment '{experiment.name}' of the MLflow store {uri} is deleted, so its runs count as not run:"
+        f" restore it (mlflow experiments restore --experiment-id {experiment.experiment_id}) or remove it for good"
+        " (mlflow gc)\n"
+    ) in printed
+    client.restore_experiment(experiment.experiment_id)  # the way back: its runs count again
+    assert report_main(report) == 0
+    printed = capsys.readouterr().out
+    assert "Missing 2 of 6 runs" in printed and "is deleted" not in printed
+
+
 def test_a_format_that_the_output_name_contradicts_is_one_line(correlations, tmp_path, capsys):
     """--format csv --output t.md wrote CSV into t.md, unsaid; without --format the suffix picks the format."""
     plan, uri = correlations
