@@ -209,6 +209,12 @@ class IGELModel:
             raise ModelError(
                 f"{where}: IGEL model format version {manifest.get('version')!r}; this igel-exp reads version {VERSION}"
             )
+        trained_on = manifest.get("trained_on", {})  # none: a malformed model, below
+        if not isinstance(trained_on, dict):  # IGELModel.trained_on, the user's record of the graph ({} if unknown)
+            raise ModelError(
+                f"{where}: trained_on is {json.dumps(trained_on)}, not an object such as"
+                ' {"dataset": …, "nodes": …, "edges": …}'
+            )
         try:
             encoder = IGELEncoder.from_frozen(manifest["encoder"], n_jobs=torch.get_num_threads())
             state = torch.load(folder / WEIGHTS, map_location="cpu", weights_only=True)

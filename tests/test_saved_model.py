@@ -250,6 +250,21 @@ def test_another_format_version_is_refused(compose_config, store_uri, tmp_path):
         IGELModel.load(folder)
 
 
+def test_a_trained_on_that_is_no_object_is_refused_naming_the_file_and_key(compose_config, store_uri, tmp_path):
+    """`"trained_on": null`, a number or a list was read into IGELModel.trained_on, the model's record of its graph;
+    {} (a model built by hand, its graph unknown) is read."""
+    folder = IGELModel.load(last_run(compose_config(*QUICK))).save(tmp_path / "model")
+    manifest = json.loads((folder / MANIFEST).read_text())
+    such = '{"dataset": …, "nodes": …, "edges": …}'
+    for value, shown in [(None, "null"), (5, "5"), (["facebook"], '["facebook"]')]:
+        (folder / MANIFEST).write_text(json.dumps({**manifest, "trained_on": value}))
+        with pytest.raises(ModelError) as error:
+            IGELModel.load(folder)
+        assert str(error.value) == f"{folder / MANIFEST}: trained_on is {shown}, not an object such as {such}"
+    (folder / MANIFEST).write_text(json.dumps({**manifest, "trained_on": {}}))
+    assert IGELModel.load(folder).trained_on == {}
+
+
 def test_a_malformed_model_of_a_run_names_the_run_not_its_download(compose_config, store_uri):
     run_id = last_run(compose_config(*QUICK))
     stored = Path(mlflow.get_run(run_id).info.artifact_uri.removeprefix("file://")) / ARTIFACT / MANIFEST
