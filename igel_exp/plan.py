@@ -502,7 +502,9 @@ def sweep_jobs(config: DictConfig) -> SweepJobs:
     params = config.hydra.sweeper.get("params") or {}
     arguments = [f"{key}={value}" for key, value in params.items()] + list(config.hydra.overrides.task)
     search = [item for item in config.hydra.overrides.hydra if item.startswith("hydra.searchpath")]
-    return SweepJobs(_expand(arguments, "the sweep"), _Composer(config.hydra.job.config_name, search))
+    batches = _expand(arguments, "the sweep")
+    _refuse_repeats(arguments)
+    return SweepJobs(batches, _Composer(config.hydra.job.config_name, search))
 
 
 def _expand(arguments: list[str], where: str) -> list[list[str]]:
@@ -519,11 +521,27 @@ SWEEP_ERRORS = (HydraException, ValueError)
 
 
 def _cross(arguments: list[str]) -> list[list[str]]:
+    [batches] = BasicSweeper.split_arguments(_parsed(arguments), None)
+    return batches
+
+
+def _parsed(arguments: list[str]) -> list[Override]:
     # the config loader lists a group's options for glob() (`encoder=glob(deep*)`: "ConfigLoader is not set")
     hydra = GlobalHydra.instance()
     parser = OverridesParser.create(config_loader=hydra.config_loader() if hydra.is_initialized() else None)
-    [batches] = BasicSweeper.split_arguments(parser.parse_overrides(arguments), None)
-    return batches
+    return parser.parse_overrides(arguments)
+
+
+def _refuse_repeats(arguments: list[str]) -> None:
+    """ConfigError where a sweep lists a value twice (`seed=1,1`): Hydra's basic sweeper would run that job twice, two
+    MLflow runs of one config. igel-reproduce's plans drop such jobs (one run per config hash) instead."""
+    for argument, override in zip(arguments, _parsed(arguments), strict=True):
+        if override.is_sweep_override():
+            # Hydra's job values (1e-1 is 0.1), as typed (false, not False)
+            values = [shown([f"={value}"])[1:] for value in override.sweep_string_iterator()]
+            twice = next((value for i, value in enumerate(values) if value in values[:i]), None)
+            if twice is not None:
+                raise ConfigError(f"the sweep: {shown([argument])}: {twice} is listed twice (each job runs once)")
 
 
 def _expands(argument: str) -> bool:

@@ -260,6 +260,34 @@ def test_a_bad_job_stops_a_sweep_before_its_store_and_its_first_run(tmp_path, mo
     )
 
 
+def test_a_sweep_that_lists_a_value_twice_is_refused_before_its_store(tmp_path, monkeypatch):
+    """`igel-run -m seed=1,1` ran the one job twice: two MLflow runs of one config. Sweeps of distinct values (range(),
+    several keys) go on to their jobs' checks (trainer.epochs=0 stops them there)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    tiny = ["trainer.epochs=1", "trainer.walk_length=10", "task.k_max=3", "progress=false", "dataset=miserables"]
+    repeated = "(each job runs once)"
+    assert (
+        exit_line("-m", *HERE, *tiny, "seed=1,1")
+        == f"igel-run: error: the sweep: seed=1,1: 1 is listed twice {repeated}"
+    )
+    assert exit_line("-m", *HERE, *tiny, "seed=range(0,2)", "encoder.distance=1,2,1", "trainer.lr=0.1,1e-1") == (
+        f"igel-run: error: the sweep: encoder.distance=1,2,1: 1 is listed twice {repeated}"
+    )
+    assert exit_line("-m", *HERE, *tiny, "data.download=false,false") == (
+        f"igel-run: error: the sweep: data.download=false,false: false is listed twice {repeated}"
+    )
+    assert exit_line("-m", *HERE, "seed=range(0,2)", "encoder.distance=1,2", "trainer.epochs=1,0") == (
+        "igel-run: error: the job seed=0 encoder.distance=1 trainer.epochs=0: trainer.epochs=0: expected an integer ≥ 1"
+    )
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(SystemExit) as exited:
+        patch.setattr(sys, "argv", ["igel-embed", "-m", *HERE, "source_run=nope,nope", "dataset=miserables"])
+        embed_main()
+    assert exited.value.code == f"igel-embed: error: the sweep: source_run=nope,nope: nope is listed twice {repeated}"
+    assert not (tmp_path / "mlflow.db").exists()
+    assert not (tmp_path / "multirun").exists()
+
+
 @pytest.mark.parametrize(
     "program, argv, line",
     [
