@@ -644,10 +644,29 @@ class RunLogger:
         mlflow.set_tags({key: str(value) for key, value in values.items()})
 
 
+def run_name_of(config: DictConfig, *details: str, encoded: bool = True) -> str | None:
+    """A run's name in MLflow's lists: its graph, encoder (α for IGEL; none where `encoded` is false), `details` and
+    seed, `facebook α=2 seed=0`. MLflow draws a name from Python's `random`, which the run's seed has seeded by then:
+    every run of a seed was named alike. None (MLflow's) for a config of no dataset."""
+    dataset, encoder = config.get("dataset"), config.get("encoder") if encoded else None
+    if dataset is None:
+        return None
+    graph = str(dataset.name)
+    if graph == "edgelist":  # the user's files, not the option's name
+        graph = Path(str(dataset.path)).name
+    elif graph == "graphsage":
+        graph = str(dataset.prefix)
+    elif graph == "erdos_renyi":  # scalability's sizes
+        graph += f" n={dataset.num_nodes} degree={dataset.average_degree}"
+    method = [] if encoder is None else [f"α={encoder.distance}" if encoder.name == "igel" else str(encoder.name)]
+    return " ".join([graph, *method, *details, f"seed={config.seed}"])
+
+
 @contextmanager
 def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None) -> Iterator[RunLogger]:
     """An MLflow run that logs the resolved config (flattened as params, whole as config.yaml), tagged with
-    its identity (`igel.config_hash`, see igel_exp.identity) and its protocol (`igel.protocol`).
+    its identity (`igel.config_hash`, see igel_exp.identity) and its protocol (`igel.protocol`), named `run_name`
+    (default: run_name_of's).
 
     An exception inside the block ends the run FAILED, with the error as the `error` tag; inside a sweep
     (`tracking.parent_run_id`, else $IGEL_PARENT_RUN_ID) the run is nested under the sweep's parent run.
@@ -672,7 +691,9 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
     claim = claimed(uri, tags[HASH_TAG]) if reproducing or shared else contextlib.nullcontext()
     try:
         with store_call(), claim:
-            run = mlflow.start_run(run_name=run_name, parent_run_id=parent, nested=parent is not None, tags=tags)
+            run = mlflow.start_run(
+                run_name=run_name or run_name_of(config), parent_run_id=parent, nested=parent is not None, tags=tags
+            )
             log.info("MLflow run %s in experiment %r at %s", run.info.run_id, experiment, mlflow.get_tracking_uri())
             mlflow.log_params(flatten({k: v for k, v in resolved.items() if k not in NOT_PARAMS}))
             mlflow.log_text(OmegaConf.to_yaml(resolved), "config.yaml")

@@ -504,6 +504,7 @@ def test_ppi_experiment_end_to_end(compose_config, shared_store, tmp_path):
     metrics, run_id = run_ppi(compose_config, tmp_path / "data")
     run = mlflow.get_run(run_id)
     assert run.info.status == "FINISHED" and run.data.params["task.use_features"] == "True"
+    assert run.info.run_name == "toy α=1 features seed=0"  # dataset=graphsage: its prefix
     logged = run.data.metrics
     for key in ("test_micro_f1", "test_precision", "test_recall", "best_epoch", "valid_micro_f1", "time_encode_test_s"):
         assert logged[key] == pytest.approx(metrics[key]), key
@@ -535,6 +536,7 @@ def test_the_test_graph_never_reaches_training(compose_config, shared_store, tmp
 def test_features_only_row(compose_config, shared_store, tmp_path):
     graphsage_files(tmp_path / "data")
     metrics, run_id = run_ppi(compose_config, tmp_path / "data", "experiment=ppi_features")
+    assert mlflow.get_run(run_id).info.run_name == "toy features seed=0"  # its α = 0 is not used
     saved = checkpoint(run_id)
     assert (
         "time_encode_train_s" not in metrics

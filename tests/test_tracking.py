@@ -19,7 +19,7 @@ import pytest
 from mlflow.entities import ViewType
 from omegaconf import OmegaConf
 
-from igel_exp import tracking
+from igel_exp import pipelines, tracking
 from igel_exp.errors import JobTaken, StoreError
 from igel_exp.identity import HASH_TAG
 from igel_exp.reproduce import report_main, reproduce_main
@@ -46,11 +46,38 @@ from igel_exp.tracking import (
     use_store,
 )
 
-from conftest import heartbeat_threads
+from conftest import TINY_QUICK, heartbeat_threads
 
 
 def test_flatten_nested_config():
     assert flatten({"a": 1, "b": {"c": [1, 2], "d": {"e": None}}}) == {"a": 1, "b.c": [1, 2], "b.d.e": None}
+
+
+def test_runs_of_one_seed_are_named_by_what_they_ran(compose_config, store_uri, tmp_path):
+    """MLflow drew each run's name from Python's `random`, seeded with the run's seed just before: every run of seed 0
+    had one name (`chill-owl-867`)."""
+    (tmp_path / "graph.txt").write_text("1 2\n2 3\n3 1\n3 4\n")
+    jobs = [
+        ["task.k_max=3", "dataset=miserables", "encoder.distance=1"],
+        ["task.k_max=3", "dataset=miserables", "encoder.distance=2"],
+        ["task.k_max=3", "dataset=miserables_cloned", "encoder.distance=1"],
+        ["task.k_max=3", "dataset=miserables", "encoder=deepwalk"],
+        ["task.k_max=2", "dataset=edgelist", f"dataset.path={tmp_path / 'graph.txt'}"],
+        ["experiment=scalability", "dataset.num_nodes=200", "task.isolate=false"],
+    ]
+    for overrides in jobs:
+        pipelines.run(compose_config(*TINY_QUICK, *overrides))
+    names = [
+        run.info.run_name for run in reversed(mlflow.search_runs(search_all_experiments=True, output_format="list"))
+    ]
+    assert names == [
+        "miserables α=1 seed=0",
+        "miserables α=2 seed=0",
+        "miserables_cloned α=1 seed=0",
+        "miserables deepwalk seed=0",
+        "graph.txt α=1 seed=0",
+        "erdos_renyi n=200 degree=8 α=1 seed=0",
+    ]
 
 
 def test_tracking_uri_precedence(tmp_path, monkeypatch):

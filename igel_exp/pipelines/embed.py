@@ -22,7 +22,7 @@ from igel_exp.identity import SOURCE_RUN_TAG
 from igel_exp.pipelines import data_context
 from igel_exp.pipelines.common import Stages, load
 from igel_exp.saved_model import IGELModel
-from igel_exp.tracking import tracked_run
+from igel_exp.tracking import run_name_of, tracked_run
 from igel_exp.training import set_threads
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def embed(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
             config.dataset.name,
             " ".join(trained_with),
         )
-    with tracked_run(config, config.name) as logger:
+    with tracked_run(config, config.name, run_name_of(config, f"α={model.encoder.distance}")) as logger:
         logger.tags({SOURCE_RUN_TAG: config.source_run})
         with stages("load"):
             dataset = load(config)

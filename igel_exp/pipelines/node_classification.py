@@ -26,7 +26,7 @@ from igel_exp.pipelines import check_before, pipeline
 from igel_exp.pipelines.common import Stages, build_encoder, load, skipgram_trainer, tag_device
 from igel_exp.saved_model import IGELModel
 from igel_exp.tasks.node_classification import micro_f1, multilabel_scores
-from igel_exp.tracking import RunLogger, tracked_run
+from igel_exp.tracking import RunLogger, run_name_of, tracked_run
 from igel_exp.training import SupervisedTrainer, resolve_device
 from igel_exp.walks import CSRGraph, epoch_walks
 
@@ -43,7 +43,9 @@ def node_classification(config: DictConfig) -> dict[str, float]:
     encoder = build_encoder(config.encoder, config.progress) if use_igel else None
     device = resolve_device(settings.device)
     stages = Stages()
-    with tracked_run(config, config.name) as logger:
+    inputs = ["features"] if use_features else []
+    name = run_name_of(config, *inputs, encoded=use_igel)  # ppi_features: its α = 0 unused
+    with tracked_run(config, config.name, name) as logger:
         with stages("load"):
             dataset = _checked(load(config), use_features)
         logger.metrics({**dataset.report.as_metrics(), **_numbers(dataset.report.extra)})
