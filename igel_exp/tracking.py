@@ -645,9 +645,10 @@ class RunLogger:
 
 
 def run_name_of(config: DictConfig, *details: str, encoded: bool = True) -> str | None:
-    """A run's name in MLflow's lists: its graph, encoder (α for IGEL; none where `encoded` is false), `details` and
-    seed, `facebook α=2 seed=0`. MLflow draws a name from Python's `random`, which the run's seed has seeded by then:
-    every run of a seed was named alike. None (MLflow's) for a config of no dataset."""
+    """A run's name in MLflow's lists: its graph, encoder (α for IGEL; none where `encoded` is false), `details`,
+    protocol (other than faithful) and seed: `facebook α=2 seed=0`, `facebook α=2 authors seed=0`. MLflow draws a name
+    from Python's `random`, which the run's seed has seeded by then: every run of a seed was named alike. None
+    (MLflow's) for a config of no dataset."""
     dataset, encoder = config.get("dataset"), config.get("encoder") if encoded else None
     if dataset is None:
         return None
@@ -659,7 +660,9 @@ def run_name_of(config: DictConfig, *details: str, encoded: bool = True) -> str 
     elif graph == "erdos_renyi":  # scalability's sizes
         graph += f" n={dataset.num_nodes} degree={dataset.average_degree}"
     method = [] if encoder is None else [f"α={encoder.distance}" if encoder.name == "igel" else str(encoder.name)]
-    return " ".join([graph, *method, *details, f"seed={config.seed}"])
+    protocol = config.get("protocol", "faithful")  # the authors' path beside the faithful run of the same setting
+    path = [] if protocol == "faithful" else [str(protocol)]
+    return " ".join([graph, *method, *details, *path, f"seed={config.seed}"])
 
 
 @contextmanager
