@@ -64,6 +64,26 @@ def test_a_dataset_read_otherwise_than_the_models_run_read_it_is_said(compose_co
     assert "the model's run read" not in caplog.text
 
 
+def test_a_graph_drawn_from_another_seed_than_the_models_run_is_said(compose_config, store_uri, caplog):
+    """miserables_cloned's bridge is drawn from the seed: a seed=1 run's model re-embedded dataset=miserables_cloned at
+    igel-embed's seed=0, another graph, unsaid (other rows than the run's own embeddings)."""
+    pipelines.run(compose_config(*QUICK, "seed=1", "threads=1"))  # the default experiment: miserables_cloned
+    source = mlflow.last_active_run().info.run_id
+    own = np.load(mlflow.artifacts.download_artifacts(f"runs:/{source}/embeddings.npy"))
+    embed(embed_config(f"source_run={source}", "dataset=miserables_cloned"))
+    assert "the model's run read dataset=miserables_cloned with seed=1: add that to embed the graph" in caplog.text
+    other = mlflow.last_active_run().info.run_id  # another bridge: its ends' rows differ
+    assert not np.array_equal(np.load(mlflow.artifacts.download_artifacts(f"runs:/{other}/embeddings.npy")), own)
+    caplog.clear()
+    embed(embed_config(f"source_run={source}", "dataset=miserables_cloned", "seed=1"))
+    assert "the model's run read" not in caplog.text
+    again = mlflow.last_active_run().info.run_id
+    np.testing.assert_array_equal(np.load(mlflow.artifacts.download_artifacts(f"runs:/{again}/embeddings.npy")), own)
+    pipelines.run(compose_config(*QUICK, "dataset=miserables", "seed=1", "threads=1"))  # the seed draws nothing
+    embed(embed_config(f"source_run={mlflow.last_active_run().info.run_id}", "dataset=miserables"))
+    assert "the model's run read" not in caplog.text
+
+
 def test_a_bad_source_run_fails_before_any_run(store_uri):
     with pytest.raises(ModelError, match="^source_run=nope: 'nope' is neither a model folder nor a run"):
         embed(embed_config("source_run=nope", "dataset=miserables"))

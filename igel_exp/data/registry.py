@@ -38,6 +38,7 @@ Check = Callable[[Mapping[str, Any], DataContext], None]
 DATASETS: dict[str, Loader] = {}
 CHECKS: dict[str, Check] = {}  # what a dataset can check before a run starts (the user's own files, sizes)
 FILE_CHECKS: dict[str, Check] = {}  # whether a named dataset's files are at hand (check_files)
+SEEDED: set[str] = set()  # datasets whose graph the run's seed draws: their settings alone do not name the graph
 
 FILES = {
     "facebook": RemoteFile(
@@ -62,13 +63,17 @@ FILES = {
 ASTROPH_SELF_LOOP_ONLY_NODE = "64582"
 
 
-def register(name: str, check: Check | None = None, files: Check | None = None) -> Callable[[Loader], Loader]:
+def register(
+    name: str, check: Check | None = None, files: Check | None = None, seeded: bool = False
+) -> Callable[[Loader], Loader]:
     """Register a loader under `name`, with the `check` it can make before a run starts (no reading of the data) and,
     for a named dataset, `files`: DataError where a file it needs is absent from the data root and may not be
-    downloaded (check_files)."""
+    downloaded (check_files); `seeded`: the run's seed draws the graph (SEEDED)."""
 
     def decorate(loader: Loader) -> Loader:
         DATASETS[name] = loader
+        if seeded:
+            SEEDED.add(name)
         if check is not None:
             CHECKS[name] = check
         if files is not None:
@@ -142,7 +147,7 @@ def _miserables(config: Mapping[str, Any], context: DataContext) -> Dataset:
     return Dataset("miserables", graph, report)
 
 
-@register("miserables_cloned")
+@register("miserables_cloned", seeded=True)
 def _miserables_cloned(config: Mapping[str, Any], context: DataContext) -> Dataset:
     """Two copies of Les Misérables joined by one edge between random nodes of each copy (paper 4.1)."""
     graph, _ = miserables_graph()
@@ -258,7 +263,7 @@ def erdos_renyi_size(config: Mapping[str, Any]) -> tuple[int, int]:
     return n, edges
 
 
-@register("erdos_renyi", check=lambda config, context: erdos_renyi_size(config) and None)
+@register("erdos_renyi", check=lambda config, context: erdos_renyi_size(config) and None, seeded=True)
 def _erdos_renyi(config: Mapping[str, Any], context: DataContext) -> Dataset:
     """G(n, m) with m = round(n · average_degree / 2), seeded by the run's seed."""
     n, edges = erdos_renyi_size(config)

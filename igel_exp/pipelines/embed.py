@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 
 from igel_exp import schema
 from igel_exp.data import check_dataset, check_files
+from igel_exp.data.registry import SEEDED
 from igel_exp.errors import ModelError
 from igel_exp.identity import SOURCE_RUN_TAG
 from igel_exp.pipelines import data_context
@@ -54,7 +55,7 @@ def embed(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
     stages = Stages()
     with stages("load_model"):
         model = source_model(str(config.source_run), config.tracking.uri, config.progress)
-    trained_with = _read_otherwise(model, config.dataset)
+    trained_with = _read_otherwise(model, config)
     if trained_with:
         log.warning(
             "the model's run read dataset=%s with %s: add that to embed the graph it was trained on",
@@ -90,14 +91,21 @@ def embed(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
     return metrics
 
 
-def _read_otherwise(model: IGELModel, dataset: DictConfig) -> list[str]:
+def _read_otherwise(model: IGELModel, config: DictConfig) -> list[str]:
     """The settings (but the file) with which the model's run read the dataset this run embeds, as overrides, where they
-    differ: a protocol=authors Sister Cities model embedded dataset=sister_cities without its parallel edges, unsaid."""
+    differ: a protocol=authors Sister Cities model embedded dataset=sister_cities without its parallel edges, unsaid;
+    and the seed of a graph that the seed draws (miserables_cloned's bridge: a seed=1 run's graph, re-embedded at
+    igel-embed's seed=0, was another graph)."""
+    dataset = config.dataset
     trained = model.config.get("dataset") if isinstance(model.config, dict) else None
     if not isinstance(trained, dict) or trained.get("name") != dataset.name:
         return []
     differ = [key for key in dataset if key != "path" and trained.get(key, dataset[key]) != dataset[key]]
-    return [f"dataset.{key}={json.dumps(trained[key])}" for key in differ]
+    overrides = [f"dataset.{key}={json.dumps(trained[key])}" for key in differ]
+    seed = model.config.get("seed", config.seed)
+    if dataset.name in SEEDED and seed != config.seed:
+        overrides.append(f"seed={json.dumps(seed)}")
+    return overrides
 
 
 def source_model(source: str, uri: str | None, progress: bool = True) -> IGELModel:
