@@ -115,8 +115,26 @@ class IGELModel:
         return int(self.encoder.max_degree_)
 
     def embed(self, graph: ig.Graph, device: str | torch.device = "cpu") -> np.ndarray:
-        """Embeddings (|V| × d, float32) of the graph's nodes in vertex order: encoding, then one product."""
+        """Embeddings (|V| × d, float32) of the graph's nodes in vertex order: encoding, then one product. A graph
+        with parallel edges is refused where the model's run merged its own (dataset.parallel_edges=false)."""
+        self._check_parallel_edges(graph)
         return self.embed_features(self.encoder.transform(graph), device)
+
+    def _check_parallel_edges(self, graph: ig.Graph) -> None:
+        """ValueError for parallel edges where the model's run merged them: the encoder counts each in the degrees (the
+        authors' multigraphs), so igraph's Read_Edgelist of a file listing each edge both ways doubled every degree,
+        unsaid, where igel-embed's reading of the file merges them."""
+        dataset = self.config.get("dataset") if isinstance(self.config, dict) else None
+        kept = isinstance(dataset, dict) and dataset.get("parallel_edges") is True
+        if kept or not isinstance(graph, ig.Graph) or graph.is_directed() or not graph.has_multiple():
+            return  # the encoder names a graph of another library, or a directed one
+        merged = graph.copy()
+        merged.simplify(multiple=True, loops=False)
+        raise ValueError(
+            f"the graph has {graph.ecount() - merged.ecount()} parallel edges (repeated or reversed pairs), which IGEL"
+            " counts in its degrees, and the model's run merged its own (dataset.parallel_edges=false): merge them"
+            " (graph.simplify(loops=False)), or embed them knowingly: model.embed_features(model.encoder.transform(g))"
+        )
 
     def embed_features(self, features: sp.csr_matrix, device: str | torch.device = "cpu") -> np.ndarray:
         """Embeddings of nodes encoded by `encoder.transform`, computed by the layer a run trains, at its

@@ -114,6 +114,22 @@ def test_a_saved_model_round_trips_through_a_folder(compose_config, store_uri, t
     assert IGELModel.load("~/copy").encoder.frozen() == model.encoder.frozen()
 
 
+def test_a_graph_with_parallel_edges_is_refused_where_the_models_run_merged_them(compose_config, store_uri, tmp_path):
+    """igraph's Read_Edgelist of a file listing each edge both ways gives every edge twice: the encoder counted each,
+    every degree doubled, embeddings of another graph than the file's (igel-embed's reading merges them), unsaid."""
+    model = IGELModel.load(last_run(compose_config(*QUICK)))
+    edges = tmp_path / "both_ways.txt"
+    edges.write_text("".join(f"{u} {v}\n{v} {u}\n" for u, v in ig.Graph.Famous("Zachary").get_edgelist()))
+    doubled = ig.Graph.Read_Edgelist(str(edges), directed=False)
+    line = "the graph has 78 parallel edges (repeated or reversed pairs), which IGEL counts in its degrees, and the"
+    with pytest.raises(ValueError, match=f"^{re.escape(line)} .*: merge them \\(graph.simplify\\(loops=False\\)\\)"):
+        model.embed(doubled)
+    np.testing.assert_array_equal(model.embed(doubled.simplify(loops=False)), model.embed(ig.Graph.Famous("Zachary")))
+    config = {**model.config, "dataset": {**model.config["dataset"], "parallel_edges": True}}  # an authors' model
+    authors = IGELModel(model.encoder, model.weight, model.affine, model.trained_on, config)
+    assert authors.embed(ig.Graph.Read_Edgelist(str(edges), directed=False)).shape == (34, model.dim)
+
+
 def test_embedding_leaves_the_global_random_state_alone(compose_config, store_uri):
     model = IGELModel.load(last_run(compose_config(*QUICK)))
     torch.manual_seed(5)
