@@ -32,6 +32,7 @@ import mlflow
 import numpy as np
 import scipy.sparse as sp
 import torch
+from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig, OmegaConf
 
@@ -40,6 +41,7 @@ from igel_exp.errors import ModelError, first_line
 from igel_exp.identity import REUSED_TAG, SOURCE_RUN_TAG  # such runs have no model: REUSED_TAG's is used
 from igel_exp.models import PRECISIONS, IGELEmbedding, embed_all
 from igel_exp.tracking import (
+    SWEEP_TAG,
     RunLogger,
     artifact_bars,
     check_store_uri,
@@ -271,6 +273,8 @@ def _download(run_id: str, uri: str, scratch: Path, followed: bool = False) -> P
     logged = bool(client.list_artifacts(run_id, ARTIFACT))
     if logged and run.info.status != "FINISHED":  # it ended after training (Ctrl-C in its evaluation)
         log.warning("run %s is %s: its model was logged when its training ended; it is used", run_id, run.info.status)
+    if not logged and run.data.tags.get(SWEEP_TAG) == run_id:  # the sweep's top-level run in MLflow's lists
+        raise ModelError(f"run {run_id} is the parent run of a sweep, which trains nothing: {_jobs(client, run)}")
     if not logged:
         reused = run.data.tags.get(REUSED_TAG)
         if reused and not followed:
@@ -296,3 +300,18 @@ def _download(run_id: str, uri: str, scratch: Path, followed: bool = False) -> P
         return Path(client.download_artifacts(run_id, ARTIFACT, str(scratch)))
     except (OSError, MlflowException) as error:
         raise ModelError(f"run {run_id}: its model could not be read ({first_line(error)})") from None
+
+
+def _jobs(client: mlflow.MlflowClient, parent: Run, shown: int = 3) -> str:
+    """Which of a sweep's jobs' runs to give instead of its parent: those that trained encoder=igel, named."""
+    jobs = client.search_runs(
+        [parent.info.experiment_id],
+        filter_string=f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
+        order_by=["attributes.start_time ASC"],
+    )
+    igel = [job for job in jobs if job.data.params.get("encoder.name") == "igel"]
+    if not igel:
+        return f"none of its {len(jobs)} jobs' runs trained encoder=igel, which logs a model"
+    named = ", ".join(f"{job.info.run_id} ({job.info.run_name})" for job in igel[:shown])
+    more = f" and {len(igel) - shown} more (its jobs' runs are nested under it)" if len(igel) > shown else ""
+    return f"give one of its jobs' runs: {named}{more}"

@@ -15,13 +15,14 @@ import scipy.sparse as sp
 import torch
 
 from igel_exp import pipelines
+from igel_exp.cli import main as igel_run
 from igel_exp.encoding import normalise_rows
 from igel_exp.errors import ModelError
 from igel_exp.identity import SOURCE_RUN_TAG
 from igel_exp.pipelines.common import load
 from igel_exp.pipelines.link_prediction import configured_split
 from igel_exp.saved_model import ARTIFACT, MANIFEST, VERSION, WEIGHTS, IGELModel
-from igel_exp.tracking import PROCESS_TAG, process_identity
+from igel_exp.tracking import PROCESS_TAG, SWEEP_TAG, process_identity
 
 from conftest import reference_counts
 
@@ -228,6 +229,25 @@ def test_a_finished_igel_run_whose_artifacts_moved_says_so(compose_config, store
     assert str(error.value) == (  # it said: only runs that train encoder=igel log one
         f"run {run_id} (experiment clustering, encoder=igel) has no IGEL model: its artifacts are not at {artifacts},"
         " where the store says they are (moved, or removed?)"
+    )
+
+
+def test_a_sweeps_parent_run_names_its_jobs_runs(store_uri, tmp_path, monkeypatch):
+    """The parent run, which MLflow lists at the top and its jobs' runs nested under it: its id was told
+    "encoder=no encoder … only runs that train encoder=igel log one", of a sweep of IGEL runs."""
+    monkeypatch.chdir(tmp_path)
+    here = ["hydra.sweep.dir=multirun", "hydra.output_subdir=null", "hydra/job_logging=none"]
+    monkeypatch.setattr(sys, "argv", ["igel-run", "-m", *here, "seed=0,1", "dataset=miserables", *QUICK])
+    igel_run()
+    client = mlflow.MlflowClient(store_uri)
+    found = client.search_runs([client.get_experiment_by_name("clustering").experiment_id])
+    [parent] = [run.info.run_id for run in found if run.data.tags.get(SWEEP_TAG) == run.info.run_id]
+    jobs = sorted((run for run in found if run.info.run_id != parent), key=lambda run: run.info.start_time)
+    with pytest.raises(ModelError) as error:
+        IGELModel.load(parent)
+    assert str(error.value) == (
+        f"run {parent} is the parent run of a sweep, which trains nothing: give one of its jobs' runs:"
+        f" {jobs[0].info.run_id} (miserables α=1 seed=0), {jobs[1].info.run_id} (miserables α=1 seed=1)"
     )
 
 
