@@ -200,10 +200,9 @@ class IGELModel:
         """The model in a folder (one holding igel-model.json, or its `model/` subfolder), or of an MLflow run id
         in the store at `uri` (default: tracking.tracking_uri's), downloaded under MLflow's progress bar where
         `progress`. Raises ModelError with one line saying why not."""
-        path = Path(source).expanduser()  # a folder as a shell would read it (`source_run=~/model`, quoted)
-        for folder in (path, path / ARTIFACT, path.parent if path.name == MANIFEST else None):
-            if folder is not None and (folder / MANIFEST).is_file():
-                return cls.read(folder)
+        folder = model_folder(source)
+        if folder is not None:
+            return cls.read(folder)
         uri = tracking_uri(uri)
         check_store_uri(uri)
         if not store_exists(uri):  # looking in it must not make one
@@ -246,6 +245,16 @@ class IGELModel:
             return model
         except (OSError, KeyError, TypeError, ValueError, RuntimeError, EOFError, pickle.UnpicklingError) as error:
             raise ModelError(f"{folder}: a malformed IGEL model ({type(error).__name__}: {error})") from None
+
+
+def model_folder(source: str | Path) -> Path | None:
+    """The folder holding igel-model.json that `source` names (the folder, its `model/` subfolder, or the file); None
+    where it names none (a run id)."""
+    path = Path(source).expanduser()  # a folder as a shell would read it (`source_run=~/model`, quoted)
+    for folder in (path, path / ARTIFACT, path.parent if path.name == MANIFEST else None):
+        if folder is not None and (folder / MANIFEST).is_file():
+            return folder
+    return None
 
 
 def _precision(config: Any) -> str:

@@ -84,6 +84,20 @@ def test_a_graph_drawn_from_another_seed_than_the_models_run_is_said(compose_con
     assert "the model's run read" not in caplog.text
 
 
+def test_a_model_folder_is_recorded_where_it_is(compose_config, store_uri, tmp_path, monkeypatch):
+    """`igel-embed source_run=model`, a folder given relative to the working directory: the run's tag igel.source_run
+    (and the advice of a load of the run, "use source_run=…") said `model`, a folder of nowhere once elsewhere."""
+    pipelines.run(compose_config(*QUICK, "dataset=miserables", "threads=1"))
+    folder = IGELModel.load(mlflow.last_active_run().info.run_id).save(tmp_path / "work" / "model")
+    monkeypatch.chdir(tmp_path / "work")
+    embed(embed_config("source_run=model", "dataset=miserables"))
+    run = mlflow.last_active_run()
+    assert run.data.tags["igel.source_run"] == str(folder)
+    monkeypatch.chdir(tmp_path)  # elsewhere, the advice still names the model
+    with pytest.raises(ModelError, match=f"use source_run={re.escape(str(folder))}$"):
+        IGELModel.load(run.info.run_id)
+
+
 def test_a_bad_source_run_fails_before_any_run(store_uri):
     with pytest.raises(ModelError, match="^source_run=nope: 'nope' is neither a model folder nor a run"):
         embed(embed_config("source_run=nope", "dataset=miserables"))

@@ -22,7 +22,7 @@ from igel_exp.errors import ModelError
 from igel_exp.identity import SOURCE_RUN_TAG
 from igel_exp.pipelines import data_context
 from igel_exp.pipelines.common import Stages, load
-from igel_exp.saved_model import IGELModel
+from igel_exp.saved_model import IGELModel, model_folder
 from igel_exp.tracking import run_name_of, tracked_run
 from igel_exp.training import set_threads
 
@@ -62,8 +62,10 @@ def embed(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
             config.dataset.name,
             " ".join(trained_with),
         )
+    folder = model_folder(str(config.source_run))  # where it is, whichever folder a later command runs in
+    source = str(config.source_run) if folder is None else str(folder.absolute())
     with tracked_run(config, config.name, run_name_of(config, f"α={model.encoder.distance}")) as logger:
-        logger.tags({SOURCE_RUN_TAG: config.source_run})
+        logger.tags({SOURCE_RUN_TAG: source})
         with stages("load"):
             dataset = load(config)
         logger.metrics(dataset.report.as_metrics())
@@ -82,7 +84,7 @@ def embed(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
         "embedded %s (%d nodes) with the model of %s: %d nodes above δmax=%d clamped; encode %.2fs, embed %.2fs",
         dataset.name,
         graph.vcount(),
-        config.source_run,
+        source,
         metrics["clamped_nodes"],
         model.max_degree,
         stages.seconds["encode"],
