@@ -169,18 +169,29 @@ class Table:
             tally += f"; a run exchangeable with ours would match {expected}"
         # the bar: MATCHED_SHARE of what a perfect reproduction matches (every cell, where seeds are too few to tell)
         reproduced = [p for p, (k, n) in counts.items() if n and k >= MATCHED_SHARE * chances.get(p, n)]
-        unmeasured = [_protocol_name(p) for p, (_, n) in counts.items() if not n]  # neither matched nor missed
-        if unmeasured:
-            tally += f"; no runs yet: {', '.join(unmeasured)}"
+        # cells of the paper without ours yet: a protocol with none neither matched nor missed; one with some is judged
+        # so far (its 3/4 cells of the 16 read as reproduced, the other 12 unsaid)
+        unrun = {p: total - n for p, (_, n) in counts.items() if (total := self.paper_cells(p)) > n}
+        if unrun:
+            pending = [
+                f"{_protocol_name(p)}{f' in {left} of {self.paper_cells(p)} cells' if counts[p][1] else ''}"
+                for p, left in unrun.items()
+            ]
+            tally += f"; no runs yet: {', '.join(pending)}"
         reasons = self.plan.spec.verdict
         if DEFAULT_PROTOCOL in reproduced:
-            return f"reproduced ({tally})"
+            return f"reproduced{' so far' * (DEFAULT_PROTOCOL in unrun)} ({tally})"
         if reproduced:
             why = f": {reasons['authors']}" if "authors" in reasons else ""
             only = " only" if counts.get(DEFAULT_PROTOCOL, (0, 0))[1] else ""  # the faithful path ran, and missed
-            return f"reproduced{only} on the authors' path ({tally}){why}"
-        ruled_out = f"; ruled out: {reasons['ruled_out']}" if "ruled_out" in reasons and not unmeasured else ""
-        return f"not reproduced ({tally}){ruled_out}"
+            so_far = " so far" if any(p in unrun for p in reproduced) else ""
+            return f"reproduced{only}{so_far} on the authors' path ({tally}){why}"
+        ruled_out = f"; ruled out: {reasons['ruled_out']}" if "ruled_out" in reasons and not unrun else ""
+        return f"not reproduced{' so far' * any(counts[p][1] for p in unrun)} ({tally}){ruled_out}"
+
+    def paper_cells(self, protocol: str) -> int:
+        """The cells of a protocol that have the paper's value: those the verdict judges once they have ours."""
+        return sum(cell.paper is not None for (_, _, of), cell in self.cells.items() if of == protocol)
 
 
 @store_call()

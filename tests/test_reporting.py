@@ -327,7 +327,8 @@ def test_report_errors_are_one_line(experiments_dir, capsys):
 
 # --- both protocols side by side, and the verdict -----------------------------------------------------------
 
-BOTH = {**CORRELATIONS, "verdict": {"authors": "their code did X", "ruled_out": "Y and Z"}}
+BOTH_REASONS = {"verdict": {"authors": "their code did X", "ruled_out": "Y and Z"}}
+BOTH = {**CORRELATIONS, **BOTH_REASONS}
 
 
 @pytest.mark.parametrize(
@@ -379,7 +380,13 @@ TWO_ROWS = {
         ([0.1, 0.9, 1.3], "reproduced (faithful 2/2 cells within our range over seeds; a run exchangeable with ours"
          " would match faithful 0.7)"),
         ([0.1, 0.2, 0.3], "not reproduced (faithful 0/2 cells within our range over seeds; a run exchangeable with ours"
-         " would match faithful 0.7)"),
+         " would match faithful 0.7); ruled out: Y and Z"),
+        # the second row not run yet (an interrupted igel-reproduce, a row run by hand): a verdict so far, which rules
+        # nothing out (it said `reproduced` of the one cell run, as if of the table; `not reproduced …; ruled out: …`)
+        ([], "reproduced so far (faithful 1/1 cells within our range over seeds; a run exchangeable with ours would"
+         " match faithful 0.3; no runs yet: faithful in 1 of 2 cells)"),
+        ([], "not reproduced so far (faithful 0/1 cells within our range over seeds; a run exchangeable with ours would"
+         " match faithful 0.3; no runs yet: faithful in 1 of 2 cells)"),
     ],
 )  # fmt: skip
 def test_the_verdict_weighs_the_matches_against_what_a_perfect_reproduction_scores(
@@ -389,11 +396,12 @@ def test_the_verdict_weighs_the_matches_against_what_a_perfect_reproduction_scor
     so a perfect reproduction matches 2/3 of the two cells on average, and 1 of 2 is reproduced (3/4 of that bar),
     where 3/4 of all cells, the bar without seeds enough to tell, would call it not reproduced."""
     first_row = [0.4, 0.5, 0.6] if not verdict.startswith("not") else [0.6, 0.7, 0.8]
-    path = experiments_dir("two", {"encoder.distance": "1,2", "seed": "range(3)"}, TWO_ROWS)
+    path = experiments_dir("two", {"encoder.distance": "1,2", "seed": "range(3)"}, {**TWO_ROWS, **BOTH_REASONS})
     store = Store(store_uri)
     for job in load_plan(path, "full").jobs:
         values = first_row if job.config.encoder.distance == 1 else second_row
-        store.log(job, {"spearman_pagerank": values[job.config.seed]})
+        if values:
+            store.log(job, {"spearman_pagerank": values[job.config.seed]})
     assert report_main(["two", "--experiments", str(path.parent), "--tracking-uri", store_uri]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == f"Verdict: {verdict}"
 
