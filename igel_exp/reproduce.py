@@ -53,6 +53,7 @@ from igel_exp.errors import (
     yaml_problem,
 )
 from igel_exp.estimate import Estimate, Estimator, duration_text, finished_durations, load_kinds, reuse_key
+from igel_exp.identity import config_hash
 from igel_exp.plan import PACKAGED_CONFIGS, PROFILES, Job, Plan, cached_plan, default_experiments_dir, table_files
 from igel_exp.reporting import (
     FORMATS,
@@ -77,6 +78,7 @@ from igel_exp.tracking import (
     alive_tags,
     check_store_uri,
     close_stale_runs,
+    flatten,
     job_interrupts,
     no_store,
     open_experiment,
@@ -435,9 +437,11 @@ def _dry_run(plans: list[Plan], runs: _RunCache, launch: Sequence[str]) -> None:
         earlier.update(job.hash for job in todo)
         trained.update(filter(None, (reuse_key(job) for job in planned if job.hash in finished)))
         estimate = Estimator(finished_durations(stored), kinds).jobs(todo, pending, trained)
+        models = _models_to_train(todo, runs, earlier, kinds, estimate)
         total += estimate
-        to_do += len(todo) + pending
+        to_do += len(todo) + pending + models
         later = f" (then {pending} more: the chosen points' other seeds)" if pending else ""
+        later += f" (and {models} link-prediction runs that its jobs train first)" if models else ""
         later += f" ({shared} more in a table above)" if shared else ""
         later += f" ({plan.skipped} of the sweep left out by reproduce.skip)" if plan.skipped else ""
         sweep = "sweep (reproduce.skip's jobs included)" if plan.skipped else "sweep"  # a sweep is a cross product
@@ -458,6 +462,41 @@ def _dry_run(plans: list[Plan], runs: _RunCache, launch: Sequence[str]) -> None:
     )
 
 
+def _models_to_train(todo: list[Job], runs: _RunCache, earlier: set[str], kinds: list, estimate: Estimate) -> int:
+    """The link-prediction runs that the transfer jobs in `todo` train first (A's and B's own, where the store has no
+    FINISHED run of them and no table above runs them), added to `estimate` and to `earlier`; how many. A transfer job
+    itself costs seconds, its models most of an hour on 2 cores: `igel-reproduce transfer_link_prediction --dry-run`
+    said 5 min of an hour and 20."""
+    transfers = [job for job in todo if job.flat.get("name") == TRANSFER]
+    if not transfers:
+        return 0
+    from igel_exp.pipelines.transfer import SOURCE_EXPERIMENT, link_prediction_config_of, own_config
+
+    stored = runs.of(SOURCE_EXPERIMENT)
+    finished, estimator = finished_by_hash(stored), Estimator(finished_durations(stored), kinds)
+    count = 0
+    for job in transfers:
+        source = link_prediction_config_of(job.config)
+        for config in (own_config(job.config, source), source):
+            resolved = OmegaConf.to_container(config, resolve=True, enum_to_str=True)
+            identity = config_hash(resolved)
+            if identity in finished or identity in earlier:
+                continue
+            earlier.add(identity)
+            seconds, source_of = estimator.job(_Priced(flatten(resolved)))
+            estimate.add(seconds or 0.0, source_of)
+            count += 1
+    return count
+
+
+@dataclass(frozen=True)
+class _Priced:
+    """A run to price that is no job of a plan (Estimator.job reads its flattened config)."""
+
+    flat: dict
+
+
+TRANSFER = "transfer_link_prediction"  # the experiment whose jobs train link-prediction runs first
 COST_MODEL_CORES = 2  # costs.yaml's machine; its runs were timed a thread per job, the other core busy
 PARALLEL_LAUNCH = "hydra/launcher=joblib hydra.launcher.n_jobs=2 threads=1"  # a job per core
 
@@ -570,10 +609,13 @@ class _RunCache:
         self.uri, self.runs = uri, {}
 
     def __call__(self, plan: Plan) -> list[StoredRun]:
-        for name in plan.experiments:
-            if name not in self.runs:
-                self.runs[name] = load_runs(self.uri, [name])
-        return [run for name in plan.experiments for run in self.runs[name]]
+        return [run for name in plan.experiments for run in self.of(name)]
+
+    def of(self, name: str) -> list[StoredRun]:
+        """The runs of one MLflow experiment."""
+        if name not in self.runs:
+            self.runs[name] = load_runs(self.uri, [name])
+        return self.runs[name]
 
 
 def _fail(prog: str, messages: list[str]) -> int:

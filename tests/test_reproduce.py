@@ -311,6 +311,29 @@ def test_the_dry_run_counts_runs_that_tables_share_once(experiments_dir, store_u
     assert lines[2].startswith("all: 3 runs to do")
 
 
+def test_the_dry_run_counts_the_link_prediction_runs_a_transfer_table_trains_first(experiments_dir, store_uri, capsys):
+    """A transfer job trains A's and B's link-prediction runs where the store lacks them: `igel-reproduce
+    transfer_link_prediction --dry-run` priced its 20 jobs alone, 5 min of an hour and 20 on 2 cores."""
+    transfer = {"table": "T", "caption": "t", "rows": ["dataset.name"], "columns": {"A on B": "auc"}}
+    params = {"task.source": "miserables", "dataset": "miserables,miserables_cloned", "seed": "0"}
+    experiments_dir("tr", params, transfer, experiment="transfer_link_prediction")
+    dry_run = ["tr", "--profile", "quick", "--experiments", str(experiments_dir.folder), "--dry-run"]
+
+    def lines() -> list[str]:
+        assert reproduce_main(dry_run) == 0
+        return [line for line in capsys.readouterr().out.splitlines() if not line.startswith(" ")]
+
+    first, total = lines()  # A's, and B's own for each B
+    assert first.startswith("tr (quick): 2 (and 3 link-prediction runs that its jobs train first) of 2 runs to do")
+    assert total.startswith("all: 5 runs to do")
+    # B = miserables runs: A's and its B's link-prediction runs are in the store, the other B's is not
+    assert reproduce_main([*dry_run[:-1], "dataset=miserables"]) == 0
+    capsys.readouterr()
+    first, total = lines()
+    assert first.startswith("tr (quick): 1 (and 1 link-prediction runs that its jobs train first) of 2 runs to do")
+    assert total.startswith("all: 2 runs to do")
+
+
 def test_the_dry_run_says_its_sweep_line_runs_the_jobs_reproduce_skip_leaves_out(experiments_dir, store_uri, capsys):
     experiments_dir("tiny", {"encoder.distance": "1,2", "seed": "0"}, {**TABLE, "skip": [{"encoder.distance": 2}]})
     assert reproduce(experiments_dir.folder, "--dry-run") == 0
