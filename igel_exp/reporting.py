@@ -631,6 +631,7 @@ CSV_FIELDS = [
     "table",
     "file",
     "profile",
+    "overrides",  # the command's settings of every job (Plan.setting_overrides): a table of other runs than the file's
     "row",
     "column",
     "metric",
@@ -671,6 +672,7 @@ def _csv_line(table: Table, row: tuple, column: Column, protocol: str, cell: Cel
         "table": plan.spec.table,
         "file": plan.name,
         "profile": plan.profile,
+        "overrides": " ".join(plan.setting_overrides),
         "row": _row_label(plan, row),
         "column": column.title,
         "metric": column.metric,

@@ -206,6 +206,16 @@ def test_csv_has_one_line_per_cell_with_raw_numbers(correlations, tmp_path):
     )
     assert [float(first[key]) for key in ("paper", "mean", "std", "diff")] == pytest.approx([0.5, 0.7, 0.2, 0.2])
     assert (rows[1]["paper"], rows[1]["std"], rows[1]["diff"]) == ("", "", "")
+    assert {row["overrides"] for row in rows} == {""}
+    # overrides that make other runs than the file's: said on every line, as the Markdown's title and header say them
+    # (the CSV of other settings read as the file's own, its `matched` and all); where and how runs run are no setting
+    given = ["--experiments", str(plan.path.parent), "--tracking-uri", uri, "--format", "csv", "-o", str(output)]
+    assert report_main([*given, "seed=0", "threads=1"]) == 0
+    rows = list(csv.DictReader(io.StringIO(output.read_text())))
+    assert [(row["row"], row["overrides"], row["n"]) for row in rows] == [
+        ("encoder.distance=1", "seed=0", "1"),
+        ("encoder.distance=2", "seed=0", "0"),  # its seed 0 failed
+    ]
 
 
 def test_html_is_escaped_and_format_wins_over_the_suffix(correlations, tmp_path):
