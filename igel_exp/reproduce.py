@@ -703,6 +703,9 @@ def reproduce_main(argv: Sequence[str] | None = None) -> int:
         reproduce=True,
     )
     arguments = parser.parse_intermixed_args(argv)
+    if arguments.dry_run and (arguments.output or arguments.format):  # it wrote nothing there, and said nothing
+        given = f"--output {arguments.output}" if arguments.output else f"--format {arguments.format}"
+        parser.error(f"{given}: --dry-run prints the runs to do on standard output, no tables (> FILE keeps them)")
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
     tables, overrides = _split(arguments.items)
     if not tables:  # the full sweeps of every table take days: running them must be asked for by name

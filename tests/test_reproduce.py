@@ -227,8 +227,12 @@ def test_reproduce_needs_the_tables_named(capsys):
     [
         (report_main, ["--profile", "slow"], "igel-report: error: argument --profile: invalid choice: 'slow' (choose"),
         (reproduce_main, ["tiny", "-m"], "igel-reproduce: error: unrecognized arguments: -m"),
+        # the dry run's list went to standard output, the file named was not written, unsaid (exit 0)
+        (reproduce_main, ["tiny", "--dry-run", "-o", "plan.md"], "igel-reproduce: error: --output plan.md: --dry-run"
+         " prints the runs to do on standard output, no tables (> FILE keeps them)"),
+        (reproduce_main, ["tiny", "--dry-run", "--format", "csv"], "igel-reproduce: error: --format csv: --dry-run"),
     ],
-)
+)  # fmt: skip
 def test_option_errors_are_one_line_pointing_to_help(capsys, main, argv, line):
     with pytest.raises(SystemExit) as stopped:
         main(argv)
