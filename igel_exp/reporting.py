@@ -80,6 +80,7 @@ class Cell:
     paper: float | None
     ours: Aggregate | None
     chosen: str | None = None  # the grid point `select` chose, as its overrides
+    planned: bool = True  # false for a cell of no job of the plan (reproduce.skip's), which never gets ours
 
     @property
     def diff(self) -> float | None:
@@ -190,8 +191,9 @@ class Table:
         return f"not reproduced{' so far' * any(counts[p][1] for p in unrun)} ({tally}){ruled_out}"
 
     def paper_cells(self, protocol: str) -> int:
-        """The cells of a protocol that have the paper's value: those the verdict judges once they have ours."""
-        return sum(cell.paper is not None for (_, _, of), cell in self.cells.items() if of == protocol)
+        """The cells of a protocol that have the paper's value and a job of the plan: those the verdict judges once
+        they have ours."""
+        return sum(cell.paper is not None and cell.planned for (_, _, of), cell in self.cells.items() if of == protocol)
 
 
 @store_call()
@@ -345,7 +347,7 @@ def build_table(plan: Plan, runs: Iterable[StoredRun], notes: Sequence[str] = ()
                 described = _describe(plan, column, points[chosen][0]) if chosen and spec.select is not None else None
                 paper = paper_row.get(column.title)
                 cells[index, column.title, protocol] = Cell(
-                    float(paper) if paper is not None else None, ours, described
+                    float(paper) if paper is not None else None, ours, described, planned=bool(points)
                 )
     outside = [entry for entry in spec.paper if not any(_same_row(plan, entry, row) for row in rows)]
     notes = list(notes)

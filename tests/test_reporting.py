@@ -416,6 +416,22 @@ def test_the_verdict_weighs_the_matches_against_what_a_perfect_reproduction_scor
     assert capsys.readouterr().out.splitlines()[-1] == f"Verdict: {verdict}"
 
 
+def test_a_cell_that_reproduce_skip_leaves_out_is_not_awaited(experiments_dir, store_uri, capsys):
+    """The link-prediction table skips the baselines on the authors' path (the paper's values are node2vec's): with
+    every planned job run, its verdict is no verdict "so far" awaiting those cells."""
+    skip = {"skip": [{"protocol": "authors", "encoder.distance": 2}]}
+    params = {"protocol": "faithful,authors", "encoder.distance": "1,2", "seed": "range(2)"}
+    path = experiments_dir("skips", params, {**TWO_ROWS, **BOTH_REASONS, **skip})
+    store = Store(store_uri)
+    for job in load_plan(path, "full").jobs:
+        store.log(job, {"spearman_pagerank": (0.4, 0.6)[job.config.seed]})
+    assert report_main(["skips", "--experiments", str(path.parent), "--tracking-uri", store_uri]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "Verdict: reproduced only on the authors' path (faithful 1/2, authors' path 1/1 cells within our range over"
+        " seeds): their code did X"
+    )
+
+
 def test_csv_lists_each_protocol_with_its_range_and_match(experiments_dir, store_uri, tmp_path):
     path = experiments_dir("both", {"protocol": "faithful,authors", "encoder.distance": "1", "seed": "range(2)"}, BOTH)
     plan = load_plan(path, "full")
