@@ -1,5 +1,6 @@
 """igel-embed: a graph embedded by an earlier run's frozen model, logged in experiment `embed`; its errors."""
 
+import logging
 import re
 import subprocess
 import sys
@@ -44,6 +45,26 @@ def test_a_graph_beyond_the_model_is_embedded_and_logged(compose_config, store_u
     assert nodes.name.iloc[0] == "h1" and nodes.degree.iloc[0] == 40
     graph = load(embed_config("source_run=x", f"dataset.path={edges}", "dataset.node_ids=token"))
     np.testing.assert_array_equal(embeddings, IGELModel.load(source).embed(graph.graph))
+
+
+def test_the_embed_run_says_where_its_files_are_and_names_read_back_as_written(
+    compose_config, store_uri, tmp_path, caplog
+):
+    """The last line named no run nor place (only MLflow's run line, further up, did); names such as NA or 007 come back
+    from nodes.csv as written when read as the README says (a plain read_csv gives NaN and 7.0)."""
+    pipelines.run(compose_config(*QUICK, "dataset=miserables", "threads=1"))
+    source = mlflow.last_active_run().info.run_id
+    edges = tmp_path / "names.txt"
+    edges.write_text("NA 007\n007 7\n7 NA\nnull 7\n")
+    with caplog.at_level(logging.INFO, logger="igel_exp"):
+        embed(embed_config(f"source_run={source}", f"dataset.path={edges}", "dataset.node_ids=token"))
+    run = mlflow.last_active_run()
+    [last] = [message for message in caplog.messages if message.startswith("embedded names.txt")]
+    assert last.endswith(f"embeddings.npy and nodes.csv in run {run.info.run_id}, at {run.info.artifact_uri}")
+    folder = mlflow.artifacts.download_artifacts(run_id=run.info.run_id, tracking_uri=store_uri)
+    nodes = pd.read_csv(f"{folder}/nodes.csv", dtype={"name": str}, keep_default_na=False)
+    assert nodes.name.tolist() == ["NA", "007", "7", "null"]
+    assert np.load(f"{folder}/embeddings.npy").shape == (4, 8)
 
 
 def test_a_dataset_read_otherwise_than_the_models_run_read_it_is_said(compose_config, store_uri, tmp_path, caplog):

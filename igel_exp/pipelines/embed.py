@@ -81,7 +81,8 @@ def embed(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
         nodes = pd.DataFrame({"vertex": np.arange(graph.vcount()), "name": graph.vs["name"], "degree": degree})
         logger.table(nodes, "nodes.csv")
     log.info(
-        "embedded %s (%d nodes) with the model of %s: %d nodes above δmax=%d clamped; encode %.2fs, embed %.2fs",
+        "embedded %s (%d nodes) with the model of %s: %d nodes above δmax=%d clamped; encode %.2fs, embed %.2fs;"
+        " embeddings.npy and nodes.csv in run %s, at %s",
         dataset.name,
         graph.vcount(),
         source,
@@ -89,6 +90,8 @@ def embed(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
         model.max_degree,
         stages.seconds["encode"],
         stages.seconds["embed"],
+        logger.run_id,
+        logger.run.info.artifact_uri,  # where to read them (README, "Train once, embed anything")
     )
     return metrics
 
