@@ -85,6 +85,7 @@ from igel_exp.tracking import (
     release_job_processes,
     running_jobs,
     sigterm_interrupts,
+    sqlite_file,
     stopping_job_processes,
     store_call,
     store_exists,
@@ -553,12 +554,17 @@ def _plans(arguments: argparse.Namespace, tables: list[str], overrides: list[str
     return plans
 
 
-def _check_output(arguments: argparse.Namespace) -> None:
+def _check_output(arguments: argparse.Namespace, uri: str) -> None:
     """--output, checked before any job runs: a folder, or a place this user cannot write, is one line now, not a table
-    lost after hours of jobs."""
+    lost after hours of jobs; the store's own database file (`uri`'s), whose runs the tables would overwrite, too."""
     output = arguments.output
     if output is None:
         return
+    database = sqlite_file(uri)
+    if database is not None and (output.resolve() == database.resolve() or _same_file(output, database)):
+        raise ConfigError(  # -o mlflow.db wrote the tables over the store: every run lost
+            f"--output {output} is the MLflow store {uri}: the tables would overwrite its runs; name another file"
+        )
     if not arguments.format and output.suffix and output.suffix.lower() not in SUFFIXES:
         raise ConfigError(
             f"--output {output}: no format writes {output.suffix} files ({', '.join(SUFFIXES)}); name it so, or give"
@@ -580,6 +586,14 @@ def _check_output(arguments: argparse.Namespace) -> None:
             output.unlink()
     except OSError as error:
         raise ConfigError(f"--output {output}: cannot write it ({error.strerror or error})") from None
+
+
+def _same_file(one: Path, other: Path) -> bool:
+    """Whether both exist and are one file (a hard link, a folder mounted twice)."""
+    try:
+        return one.samefile(other)
+    except OSError:
+        return False
 
 
 def _write(tables: list[Table], arguments: argparse.Namespace) -> None:
@@ -685,7 +699,7 @@ def report_main(argv: Sequence[str] | None = None) -> int:
     uri, key = _store(parser, arguments, overrides)
     with _collected(errors, uri):
         check_store_uri(uri, key=key)
-        _check_output(arguments)
+        _check_output(arguments, uri)
         plans = _plans(arguments, tables or ["all"], overrides, errors)
         if plans and not store_exists(uri):  # its tables list every run as missing: say why (a mistyped place?)
             print(f"igel-report: {no_store(uri)}", file=sys.stderr)
@@ -716,7 +730,7 @@ def reproduce_main(argv: Sequence[str] | None = None) -> int:
     uri, key = _store(parser, arguments, overrides)
     with _collected(errors, uri):
         check_store_uri(uri, key=key)
-        _check_output(arguments)
+        _check_output(arguments, uri)
         plans = _plans(arguments, tables, overrides, errors)
         if arguments.dry_run:
             if plans:

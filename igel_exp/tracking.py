@@ -176,7 +176,7 @@ def use_store(uri: str) -> str:
     """
     check_store_uri(uri)
     mlflow.set_tracking_uri(uri)
-    database = _sqlite_file(uri)
+    database = sqlite_file(uri)
     if database is not None:
         database.parent.mkdir(parents=True, exist_ok=True)
         with _store_lock(database):
@@ -190,7 +190,7 @@ def use_store(uri: str) -> str:
     return uri
 
 
-def _sqlite_file(uri: str) -> Path | None:
+def sqlite_file(uri: str) -> Path | None:
     """The database file of a `sqlite:///` store (less the URI's query: SQLAlchemy's options, ?timeout=30), None for
     any other URI."""
     return Path(uri.removeprefix("sqlite:///").split("?", 1)[0]) if uri.startswith("sqlite:///") else None
@@ -227,7 +227,7 @@ def check_store_uri(uri: str, *, key: str | None = None) -> None:
     parsed = urlparse(uri)
     if parsed.scheme.split("+")[0] in DATABASE_SCHEMES:
         _check_driver(uri, key)
-    database = _sqlite_file(uri)  # where MLflow would retry its connection for minutes, then fail in a paragraph:
+    database = sqlite_file(uri)  # where MLflow would retry its connection for minutes, then fail in a paragraph:
     if database is not None and database.is_dir():
         raise StoreError(f"{key}={uri} is a folder, not a database file: give a file (sqlite:///{database}/mlflow.db)")
     if database is not None and database.is_file() and not os.access(database, os.R_OK):
@@ -255,7 +255,7 @@ def claimed(uri: str, identity: str) -> Iterator[None]:
     hold the store's lock, so that two commands cannot both pass the check. Other stores (a tracking server, a database
     that a cluster's nodes share) have no lock: there both may pass it, so each looks again once its run has started,
     and the one whose run started later steps back (`_step_back_from`)."""
-    database = _sqlite_file(uri)
+    database = sqlite_file(uri)
     with _store_lock(database) if database is not None else contextlib.nullcontext():
         if holders := _holders(identity):  # a FINISHED one first, then one whose end will be seen: to wait for
             raise _taken_by(max(holders, key=lambda run: (run.info.status == "FINISHED", liveness(run) is True)))
@@ -387,7 +387,7 @@ def open_experiment(uri: str, name: str) -> Experiment:
     StoreError that names it."""
     try:
         use_store(uri)
-        database = _sqlite_file(uri)
+        database = sqlite_file(uri)
         if database is not None:  # sqlite writes its journal beside the database
             _probe_write(database.parent)
             if not os.access(database, os.W_OK):

@@ -13,7 +13,7 @@ from igel_exp.errors import ConfigError
 from igel_exp.identity import HASH_TAG
 from igel_exp.plan import load_plan
 from igel_exp.reporting import Aggregate, Cell, Missing, _number, aggregate, build_table, load_runs
-from igel_exp.reproduce import report_main
+from igel_exp.reproduce import report_main, reproduce_main
 from igel_exp.tracking import HARDWARE_TAG
 
 CORRELATIONS = {
@@ -533,6 +533,37 @@ def test_an_output_folder_or_a_store_that_is_not_one_is_one_line(correlations, t
     monkeypatch.setenv("MLFLOW_TRACKING_URI", str(junk))  # the default store's setting, not a key never given
     assert report_main(folder) == 1
     assert capsys.readouterr().err.startswith(f"igel-report: error: $MLFLOW_TRACKING_URI={junk} is a path, which")
+
+
+def test_an_output_that_is_the_store_s_own_file_is_refused_before_anything_is_written(
+    correlations, tmp_path, capsys, monkeypatch
+):
+    """-o mlflow.db (--format csv, or any --format) wrote the tables over the store: every finished run lost."""
+    plan, uri = correlations
+    store = tmp_path / "mlflow.db"  # the working directory's, named by $MLFLOW_TRACKING_URI
+    before = store.read_bytes()
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.db").symlink_to(store)
+    folder = ["--experiments", str(plan.path.parent)]
+    for output, given in [
+        ("mlflow.db", []),  # $MLFLOW_TRACKING_URI's
+        ("sub/../mlflow.db", ["--tracking-uri", uri]),
+        ("link.db", [f"tracking.uri=sqlite:///{store}"]),
+        (str(store), ["--tracking-uri", "sqlite:///mlflow.db"]),  # a relative URI
+    ]:
+        for main, prog in [(report_main, "igel-report"), (reproduce_main, "igel-reproduce")]:
+            assert main([*folder, "correlations", *given, "--format", "csv", "--output", output]) == 1
+            shown = given[-1].split("=", 1)[-1] if given else uri
+            assert capsys.readouterr().err == (
+                f"{prog}: error: --output {output} is the MLflow store {shown}: the tables would overwrite its runs;"
+                " name another file\n"
+            )
+            assert store.read_bytes() == before
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # the default store, ./mlflow.db
+    assert report_main([*folder, "--format", "markdown", "-o", "mlflow.db"]) == 1
+    assert "is the MLflow store sqlite:///" in capsys.readouterr().err
+    assert store.read_bytes() == before
+    assert len(load_runs(uri, ["clustering"])) == 7  # every run of the fixture kept
 
 
 def test_a_store_that_is_not_a_database_is_one_error_line_and_no_warning(correlations, tmp_path, capsys, caplog):
