@@ -181,27 +181,32 @@ def table_files(folder: Path, selectors: Sequence[str] = ("all",)) -> list[Path]
         try:
             documents[path] = OmegaConf.load(path) or {}
         except yaml.YAMLError as error:
-            unreadable[path.stem] = yaml_problem(error)
+            unreadable[path] = yaml_problem(error)
         except (OSError, ValueError) as error:  # not UTF-8, a dangling link, a folder
-            unreadable[path.stem] = f"{path}: cannot read it ({first_line(error)})"
+            unreadable[path] = f"{path}: cannot read it ({first_line(error)})"
     files = [path for path, document in documents.items() if "reproduce" in document]
-    for stem, message in unreadable.items():  # the other tables still print
-        if stem in selectors:
+    for path, message in unreadable.items():  # the other tables still print
+        if {path.stem, path.name} & set(selectors):  # broken.yaml said: no table 'broken.yaml'
             raise ConfigError(message)
         log.warning("%s; skipped", message)
     if not files:
         raise ConfigError(f"{folder}: no experiments file with a reproduce: block")
+    labels = {path: str(documents[path].reproduce.get("table", "")) for path in files}
     chosen: list[Path] = []
     for selector in selectors or ("all",):
-        if selector == "all":
+        if selector.lower() == "all":  # as labels are: ALL said no table
             matches = files
         else:
             matches = [path for path in files if selector in (path.stem, path.name)] or [
-                path for path in files if str(documents[path].reproduce.get("table", "")).lower() == selector.lower()
+                path for path in files if labels[path].lower() == selector.lower()
             ]
         if not matches:
             valid = ", ".join(path.stem for path in files)
-            raise ConfigError(f"no table {selector!r} in {folder}; valid tables: all, {valid}")
+            named = ", ".join(dict.fromkeys(label for label in labels.values() if label))  # a label may select several
+            raise ConfigError(
+                f"no table {selector!r} in {folder}; valid tables: all, {valid}"
+                + (f"; or a paper label: {named}" if named else "")
+            )
         chosen += [path for path in matches if path not in chosen]
     return chosen
 

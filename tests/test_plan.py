@@ -108,7 +108,10 @@ def test_tables_are_chosen_by_file_name_paper_label_or_all(experiments_dir):
     assert table_files(folder) == [first, second]
     assert table_files(folder, ["second"]) == table_files(folder, ["beta"]) == [second]
     assert table_files(folder, ["second.yaml"]) == [second]  # as a shell completes it
-    with pytest.raises(ConfigError, match="no table 'gamma' in .*; valid tables: all, first, second$"):
+    assert table_files(folder, ["ALL"]) == table_files(folder, ["All"]) == [first, second]  # as labels (no table 'ALL')
+    with pytest.raises(  # the labels that select tables too (only the file names were listed)
+        ConfigError, match="no table 'gamma' in .*; valid tables: all, first, second; or a paper label: Alpha, Beta$"
+    ):
         table_files(folder, ["gamma"])
 
 
@@ -154,6 +157,9 @@ def test_an_unreadable_file_in_the_folder_hides_no_other_table(experiments_dir, 
     assert "gone.yaml: cannot read it ([Errno 2]" in caplog.text and "broken.yaml:2: not valid YAML" in caplog.text
     with pytest.raises(ConfigError, match=r"latin1.yaml: cannot read it"):
         table_files(folder, ["latin1"])
+    for name in ("broken", "broken.yaml"):  # its parse error, by either name (broken.yaml said: no table)
+        with pytest.raises(ConfigError, match=r"broken.yaml:2: not valid YAML \(expected ',' or '\]', but got ':'\)$"):
+            table_files(folder, [name])
 
 
 def test_an_unreadable_file_in_the_folder_leaves_the_cached_plan_to_the_others(

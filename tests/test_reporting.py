@@ -327,7 +327,8 @@ def test_report_errors_are_one_line(experiments_dir, capsys):
     experiments_dir("correlations", {"seed": "0"}, CORRELATIONS)
     assert report_main(["nope", "--experiments", str(experiments_dir.folder)]) == 1
     assert capsys.readouterr().err.strip() == (
-        f"igel-report: error: no table 'nope' in {experiments_dir.folder}; valid tables: all, correlations"
+        f"igel-report: error: no table 'nope' in {experiments_dir.folder}; valid tables: all, correlations;"
+        " or a paper label: Correlations"
     )
     # Hydra's deletion override is an override, not a table ("no table '~trainer.lr'")
     assert report_main(["correlations", "--experiments", str(experiments_dir.folder), "~trainer.lr"]) == 1
