@@ -611,7 +611,8 @@ def _write(tables: list[Table], arguments: argparse.Namespace) -> None:
             raise ConfigError(
                 f"--output {arguments.output}: cannot write it ({error.strerror or error}); the tables went to stdout"
             ) from None
-        print(f"wrote {len(tables)} tables to {arguments.output}", file=sys.stderr)
+        counted = "1 table" if len(tables) == 1 else f"{len(tables)} tables"  # it said: wrote 1 tables
+        print(f"wrote {counted} to {arguments.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
 

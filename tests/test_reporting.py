@@ -489,6 +489,7 @@ def test_a_format_that_the_output_name_contradicts_is_one_line(correlations, tmp
     for output, fmt, start in [("t.CSV", [], "table,"), ("t.md", [], "### "), ("t.txt", ["--format", "csv"], "table,")]:
         assert report_main([*given, "--output", str(tmp_path / output), *fmt]) == 0  # the suffix's, or --format's
         assert (tmp_path / output).read_text().startswith(start)
+        assert capsys.readouterr().err.endswith(f"wrote 1 table to {tmp_path / output}\n")  # it said: 1 tables
 
 
 def test_an_output_folder_or_a_store_that_is_not_one_is_one_line(correlations, tmp_path, capsys, monkeypatch):
