@@ -21,6 +21,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
 from test_cli import igel_run, runs
+from test_embed import embed_config
 
 from igel_exp import pipelines
 from igel_exp.data import DataContext, igraph_seed, load_dataset
@@ -29,6 +30,7 @@ from igel_exp.data.ppi import SPLITS, structural_labels, write_graphsage, write_
 from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import ConfigError, DataError
 from igel_exp.models import IGELEmbedding, NodeClassifier, mlp, predict_labels, restrict_to_seen
+from igel_exp.pipelines.embed import embed
 from igel_exp.tasks.node_classification import micro_f1, multilabel_scores
 from igel_exp.training import SupervisedTrainer
 
@@ -531,6 +533,19 @@ def test_the_test_graph_never_reaches_training(compose_config, shared_store, tmp
     same = ("best_epoch", "valid_micro_f1", "train_micro_f1", "max_degree", "features")
     assert [logged[0][k] for k in same] == [logged[1][k] for k in same]
     assert first["test_micro_f1"] != second["test_micro_f1"]
+
+
+def test_embedding_a_ppi_models_dataset_asks_for_no_setting_that_leaves_its_graph_alone(
+    compose_config, shared_store, tmp_path, caplog
+):
+    """igel-embed of a PPI run's model on its dataset told the user to add dataset.features=true and
+    dataset.labels=true "to embed the graph it was trained on": neither shapes the graph IGEL reads."""
+    graphsage_files(tmp_path / "data")
+    _, run_id = run_ppi(compose_config, tmp_path / "data")
+    dataset = ["dataset=graphsage", "dataset.prefix=toy", f"dataset.path={tmp_path / 'data'}"]
+    embed(embed_config(f"source_run={run_id}", *dataset))
+    assert "the model's run read" not in caplog.text
+    assert mlflow.last_active_run().info.status == "FINISHED"
 
 
 def test_features_only_row(compose_config, shared_store, tmp_path):

@@ -96,6 +96,11 @@ def embed(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
     return metrics
 
 
+# the dataset's files, and what a dataset reads beside its graph (PPI's node features and labels): no setting of the
+# graph's reading, which is what a model's run and an embedding must share
+NOT_THE_GRAPH = ("path", "prefix", "features", "labels")
+
+
 def _read_otherwise(model: IGELModel, config: DictConfig) -> list[str]:
     """The settings (but the file) with which the model's run read the dataset this run embeds, as overrides, where they
     differ: a protocol=authors Sister Cities model embedded dataset=sister_cities without its parallel edges, unsaid;
@@ -105,7 +110,7 @@ def _read_otherwise(model: IGELModel, config: DictConfig) -> list[str]:
     trained = model.config.get("dataset") if isinstance(model.config, dict) else None
     if not isinstance(trained, dict) or trained.get("name") != dataset.name:
         return []
-    differ = [key for key in dataset if key != "path" and trained.get(key, dataset[key]) != dataset[key]]
+    differ = [key for key in dataset if key not in NOT_THE_GRAPH and trained.get(key, dataset[key]) != dataset[key]]
     overrides = [f"dataset.{key}={json.dumps(trained[key])}" for key in differ]
     seed = model.config.get("seed", config.seed)
     if dataset.name in SEEDED and seed != config.seed:
