@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from igel_exp.entry import deliver_held_interrupt, interruptible, raise_held_interrupt
-from igel_exp.errors import FAILED_RUN, IgelError, first_line, option_error, yaml_problem
+from igel_exp.errors import FAILED_RUN, IgelError, first_line, nearest_existing, option_error, yaml_problem
 from igel_exp.schema import check_launcher, describe, not_taken, override_keys, picked_groups, taken_by
 
 CONFIG_PATH = "pkg://igel_exp.conf"
@@ -195,7 +195,7 @@ def one_line_errors(prog: str) -> Iterator[None]:
 def _check_folder(path: Path) -> None:
     """Raise OSError where the folder could not be made (a file in its way, no permission), making none: Hydra makes it,
     and a sweep started in the same second (the same folder) may be making it now."""
-    existing = next(folder for folder in [path, *path.parents] if folder.exists())
+    existing = nearest_existing(path)  # a relative path's parents end at ".", which exists
     if not existing.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(path))
     if existing != path and not os.access(existing, os.W_OK | os.X_OK):

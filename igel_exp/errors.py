@@ -70,9 +70,14 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, option_error(self.prog, message))
 
 
+def nearest_existing(path: Path) -> Path | None:
+    """`path`, or the nearest of its folders that exists (None where none does: a relative path's first part)."""
+    return next((folder for folder in [path, *path.parents] if folder.exists()), None)
+
+
 def file_in_the_way(path: Path) -> Path | None:
     """The file, if any, where `path` or one of its folders would be: no folder can be made there."""
-    existing = next((folder for folder in [path, *path.parents] if folder.exists()), None)
+    existing = nearest_existing(path)
     return existing if existing is not None and not existing.is_dir() else None
 
 

@@ -172,10 +172,11 @@ class Table:
         reproduced = [p for p, (k, n) in counts.items() if n and k >= MATCHED_SHARE * chances.get(p, n)]
         # cells of the paper without ours yet: a protocol with none neither matched nor missed; one with some is judged
         # so far (its 3/4 cells of the 16 read as reproduced, the other 12 unsaid)
-        unrun = {p: total - n for p, (_, n) in counts.items() if (total := self.paper_cells(p)) > n}
+        totals = {p: self.paper_cells(p) for p in counts}
+        unrun = {p: totals[p] - n for p, (_, n) in counts.items() if totals[p] > n}
         if unrun:
             pending = [
-                f"{_protocol_name(p)}{f' in {left} of {self.paper_cells(p)} cells' if counts[p][1] else ''}"
+                f"{_protocol_name(p)}{f' in {left} of {totals[p]} cells' if counts[p][1] else ''}"
                 for p, left in unrun.items()
             ]
             tally += f"; no runs yet: {', '.join(pending)}"
