@@ -85,6 +85,26 @@ def test_a_dataset_read_otherwise_than_the_models_run_read_it_is_said(compose_co
     assert "the model's run read" not in caplog.text
 
 
+def test_another_file_than_the_models_is_not_said_to_be_read_otherwise(compose_config, store_uri, tmp_path, caplog):
+    """A model trained on graph.txt read with its parallel edges, embedding another file (IGEL is inductive) read
+    without them, said the model's run read dataset=edgelist with dataset.parallel_edges=true "to embed the graph it
+    was trained on": another graph, embedded on purpose. Its own file, however named, is still said."""
+    edges = tmp_path / "graph.txt"
+    edges.write_text("".join(f"{u} {v}\n{v} {u}\n" for u, v in small_graphs()["zachary"].get_edgelist()[:40]))
+    read = ["dataset=edgelist", "dataset.path=graph.txt", "dataset.parallel_edges=true"]  # relative: as given
+    pipelines.run(compose_config(*QUICK, *read, "threads=1"))
+    source = mlflow.last_active_run().info.run_id
+    (tmp_path / "other.txt").write_text("1 2\n2 3\n")
+    embed(embed_config(f"source_run={source}", "dataset.path=other.txt"))
+    assert "the model's run read" not in caplog.text
+    (tmp_path / "link.txt").symlink_to(edges)
+    (tmp_path / "sub").mkdir()
+    for same in (str(edges), "sub/../graph.txt", "link.txt"):  # the file the model's run read, by other names
+        caplog.clear()
+        embed(embed_config(f"source_run={source}", f"dataset.path={same}", "dataset.parallel_edges=false"))
+        assert "the model's run read dataset=edgelist with dataset.parallel_edges=true: add that" in caplog.text, same
+
+
 def test_a_graph_drawn_from_another_seed_than_the_models_run_is_said(compose_config, store_uri, caplog):
     """miserables_cloned's bridge is drawn from the seed: a seed=1 run's model re-embedded dataset=miserables_cloned at
     igel-embed's seed=0, another graph, unsaid (other rows than the run's own embeddings)."""

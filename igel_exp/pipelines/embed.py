@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterable
 
 import numpy as np
@@ -96,19 +97,23 @@ def embed(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
     return metrics
 
 
+# the keys that name a dataset's files (an edge list's or a GraphSAGE folder's path, its prefix): other files are
+# another graph, which a model embeds on purpose (IGEL is inductive), so no setting of its reading is the model's
+FILES = ("path", "prefix")
 # the dataset's files, and what a dataset reads beside its graph (PPI's node features and labels): no setting of the
 # graph's reading, which is what a model's run and an embedding must share
-NOT_THE_GRAPH = ("path", "prefix", "features", "labels")
+NOT_THE_GRAPH = (*FILES, "features", "labels")
 
 
 def _read_otherwise(model: IGELModel, config: DictConfig) -> list[str]:
     """The settings (but the file) with which the model's run read the dataset this run embeds, as overrides, where they
     differ: a protocol=authors Sister Cities model embedded dataset=sister_cities without its parallel edges, unsaid;
     and the seed of a graph that the seed draws (miserables_cloned's bridge: a seed=1 run's graph, re-embedded at
-    igel-embed's seed=0, was another graph)."""
+    igel-embed's seed=0, was another graph). None where this run embeds another graph than the model's run's: another
+    dataset, or another file (dataset=edgelist dataset.path=OTHER)."""
     dataset = config.dataset
     trained = model.config.get("dataset") if isinstance(model.config, dict) else None
-    if not isinstance(trained, dict) or trained.get("name") != dataset.name:
+    if not isinstance(trained, dict) or not _same_files(trained, dataset):
         return []
     differ = [key for key in dataset if key not in NOT_THE_GRAPH and trained.get(key, dataset[key]) != dataset[key]]
     overrides = [f"dataset.{key}={json.dumps(trained[key])}" for key in differ]
@@ -116,6 +121,33 @@ def _read_otherwise(model: IGELModel, config: DictConfig) -> list[str]:
     if dataset.name in SEEDED and seed != config.seed:
         overrides.append(f"seed={json.dumps(seed)}")
     return overrides
+
+
+def _same_files(trained: dict, dataset: DictConfig) -> bool:
+    """Whether the model's run read the dataset this run embeds from the same files: the same option, and each key of
+    FILES the same (a path the same file, _same_path)."""
+    if trained.get("name") != dataset.name:
+        return False
+    for key in FILES:
+        if key not in dataset:
+            continue
+        given, was = dataset[key], trained.get(key)
+        if not (_same_path(was, given) if key == "path" else was == given):
+            return False
+    return True
+
+
+def _same_path(trained: object, given: str) -> bool:
+    """Whether the model's run's dataset.path and this run's name one file: the same one (a symlink, a hard link, where
+    both are there), else the same path once resolved. A relative path of the model's run (its config keeps the path as
+    given) is read from the folder igel-embed runs in, as its own is: where the model's run ran is not recorded."""
+    if not isinstance(trained, str):
+        return False
+    trained, given = os.path.expanduser(trained), os.path.expanduser(given)  # as the datasets read them
+    try:
+        return os.path.samefile(trained, given)
+    except OSError:  # one of them is not there (moved, deleted), or not to be reached
+        return os.path.realpath(trained) == os.path.realpath(given)  # not Path.resolve: it raises at a symlink loop
 
 
 def source_model(source: str, uri: str | None, progress: bool = True) -> IGELModel:
