@@ -36,6 +36,7 @@ from typing import Any, Optional
 import yaml
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -75,6 +76,13 @@ def non_blank(meaning: str) -> Any:
     """A string field that holds a non-space character: blank is refused, not taken for null, where null picks a
     default (`data.root=$DIR` with $DIR unset would read another folder unawares)."""
     return matching(r".*\S.*", f"the non-blank {meaning}")
+
+
+def text(meaning: str) -> Any:
+    """A non-blank string field typed Any, so that `check` sees a value that Hydra's override grammar read as a number
+    or a boolean (`source_run=1e5` is 100000.0 to it, `1_000` 1000, `true` True) and refuses it in one line: a str
+    field would turn it into another string ('100000.0'), looked for under a name nobody gave."""
+    return field(default=MISSING, metadata={"text": True, "pattern": r".*\S.*", "meaning": f"the non-blank {meaning}"})
 
 
 def number(low: float) -> Any:
@@ -423,7 +431,7 @@ class Config(RunSettings):
 class EmbedConfig(RunSettings):
     """igel-embed's top level (conf/embed.yaml)."""
 
-    source_run: str = non_blank("run ids and model folders")
+    source_run: Any = text("run ids and model folders")  # typed Any: a str, which check requires (text)
     dataset: Any = value()
     tracking: Any = value()
 
@@ -472,9 +480,10 @@ def register() -> None:
 def check(config: DictConfig, given: Iterable[str] = ()) -> None:
     """Raise ConfigError naming the first key that has no value, is out of its range, or is no setting at all.
 
-    Types and choices were checked while composing; nodes without a schema (a config read back from YAML) are not
-    checked. A key of a sibling option in an open group is let through, with a log line, unless it is one of the
-    keys `given` on the command line (override_keys): those the user meant for this run.
+    Types and choices were checked while composing, but a `text` field's (a string, which Hydra may have read as a
+    number: `source_run=1e5`); nodes without a schema (a config read back from YAML) are not checked. A key of a
+    sibling option in an open group is let through, with a log line, unless it is one of the keys `given` on the
+    command line (override_keys): those the user meant for this run.
     """
     for problem in _problems(config, ""):
         raise ConfigError(problem)
@@ -623,12 +632,32 @@ def _problems(node: DictConfig, prefix: str) -> Iterator[str]:
         except OmegaConfBaseException as error:  # an interpolation that resolves to a value of the wrong type
             yield describe(error)
             continue
-        if isinstance(item, DictConfig):
+        if fields[key].metadata.get("text") and not isinstance(item, str):
+            yield _not_text(name, item)
+        elif isinstance(item, DictConfig):
             yield from _problems(item, f"{name}.")
         elif item is not None:
             problem = _out_of_range(item, fields[key].metadata)
             if problem:
                 yield f"{name}={item}: expected {problem}"
+
+
+def _not_text(name: str, item: Any) -> str:
+    """Why a `text` field's value is no string, in one line: a value Hydra read as a number or a boolean is quoted to
+    stay as typed, and bash drops one pair of quotes, hence two (`source_run="'1e5'"`; `source_run='1e5'` reaches
+    Hydra as source_run=1e5)."""
+    if item is None:
+        return f"{name}=null: expected a value"
+    if not isinstance(item, bool | int | float):  # a list or a mapping
+        return f"{name}={Override._get_value_element_as_str(OmegaConf.to_container(item))}: expected a string"
+    if isinstance(item, bool):
+        kind, example = "true or false", _shown(item)
+    else:
+        kind, example = "a number (1e5 is 100000.0 to it, 1_000 is 1000)", "1e5"
+    return (
+        f"{name}={_shown(item)}: Hydra read the value as {kind}, not as text: quote it as typed, inside the shell's"
+        f" quotes ({name}=\"'{example}'\")"
+    )
 
 
 def _unknown(node: DictConfig, name: str, schema: type) -> Iterator[str]:

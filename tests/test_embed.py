@@ -146,6 +146,33 @@ def test_a_bad_source_run_fails_before_any_run(store_uri):
     assert client.search_runs([experiment.experiment_id for experiment in client.search_experiments()]) == []
 
 
+def test_a_source_run_that_hydra_reads_as_a_number_says_to_quote_it(compose_config, store_uri, tmp_path):
+    """`igel-embed source_run=1e5`, a folder (or run) named 1e5: Hydra's grammar reads 100000.0, which the str field
+    turned into '100000.0', looked for under a name nobody gave ("'100000.0' is neither a model folder nor a run");
+    1_000 and true alike. One line says so now, before any run, and its advice, as bash hands it over, finds 1e5."""
+    pipelines.run(compose_config(*QUICK, "dataset=miserables", "threads=1"))
+    IGELModel.load(mlflow.last_active_run().info.run_id).save(tmp_path / "1e5")
+    client = mlflow.MlflowClient(store_uri)
+    runs_before = client.search_runs([experiment.experiment_id for experiment in client.search_experiments()])
+    for override, line in [
+        ("source_run=1e5", "source_run=100000.0: Hydra read the value as a number (1e5 is 100000.0 to it, 1_000 is"),
+        ("source_run=1_000", "source_run=1000: Hydra read the value as a number"),
+        ("source_run=true", "source_run=true: Hydra read the value as true or false, not as text: quote it as typed"),
+    ]:
+        with pytest.raises(IgelError, match=f"^{re.escape(line)}") as raised:
+            embed(embed_config(override, "dataset=miserables"))
+    assert str(raised.value).endswith("""(source_run="'true'")""")
+    runs_after = client.search_runs([experiment.experiment_id for experiment in client.search_experiments()])
+    assert len(runs_after) == len(runs_before)
+    with pytest.raises(IgelError) as raised:
+        embed(embed_config("source_run=1e5", "dataset=miserables"))
+    advice = re.search(r"\((source_run=\S+)\)$", str(raised.value)).group(1)
+    given = subprocess.run(["bash", "-c", f"printf %s {advice}"], capture_output=True, text=True, check=True).stdout
+    assert given == "source_run='1e5'"  # what Hydra gets of the advice on a bash command line
+    embed(embed_config(given, "dataset=miserables"))
+    assert mlflow.last_active_run().data.tags["igel.source_run"] == str(tmp_path / "1e5")
+
+
 def test_a_model_that_encodes_every_node_alike_embeds_nothing(compose_config, store_uri, tmp_path):
     """A scalability run at α = 0 (which times it) logs a model in which every node's ego graph is the node alone: it
     embedded every graph as one point, in a FINISHED run. igel-embed refuses it before its run, the model itself when
