@@ -176,6 +176,7 @@ def walks_per_batch(batch_size: int, walk_length: int, window: int, negatives: i
 
 
 COMPILE_FROM_STEPS = 50_000  # Adam steps from which trainer.compile=auto compiles the step
+DIVERGED = 100  # a last epoch's loss this many times chance's is a diverged training (SkipGramTrainer._refuse_garbage)
 STEPS_PER_CALL = 8  # consecutive steps of one batch shape a compiled call runs, Adam's updates included
 
 
@@ -334,10 +335,24 @@ class SkipGramTrainer:
                 log.info("epoch %d/%d: loss %.5f over %d positive pairs", epoch, self.epochs, loss, pairs)
                 if on_epoch is not None:
                     on_epoch(epoch, {"loss": loss, "positive_pairs": float(pairs)})
+            self._refuse_garbage(history[-1])
         self.affine = step.affine.detach().clone() if self.logit_affine else None  # for the saved model
         self.fallbacks = step.fallbacks()
         model.eval()
         return history
+
+    def _refuse_garbage(self, loss: float) -> None:
+        """A ConfigError where the last epoch's loss is DIVERGED times what embeddings that know nothing would score
+        ((1 + z) ln 2 a positive pair at most, each logit 0): a learning rate far too high (trainer.lr=1000 ended at
+        7,854 on Les Misérables, its modularity 0.01) leaves a finite loss and embeddings of no use, which a FINISHED
+        run would put among a table's seeds. Trained runs end near or below that mark (2.6 to 3.3 on Les Misérables,
+        lr 0.01 to 10); an epoch before the last may spike and recover."""
+        chance = (1 + self.negatives) * math.log(2)
+        if loss > DIVERGED * chance:
+            raise ConfigError(
+                f"training diverged: the last epoch's loss, {loss:.4g}, is over {DIVERGED} times what embeddings that"
+                f" know nothing score ({chance:.3g}): lower {self.section}.lr={self.lr:g}"
+            )
 
     def _batches(
         self, chunks: Iterable[np.ndarray | torch.Tensor], n_nodes: int, rng: np.random.Generator

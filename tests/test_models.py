@@ -514,6 +514,23 @@ def test_a_diverged_training_is_one_line_naming_the_learning_rate():
         pretrain.fit(FreeEmbedding(34, 4), lambda rng: epoch_walks(neighbours, 1, 10, rng))
 
 
+def test_a_training_that_ends_far_above_chance_is_refused_as_diverged():
+    """A learning rate far too high can leave the loss finite and the embeddings of no use: a last epoch's loss a
+    hundred times that of embeddings that know nothing ((1 + z) ln 2 = 2.08 here) fails the run, which would otherwise
+    finish among a table's seeds; a sane rate trains as before."""
+    neighbours = CSRGraph.from_igraph(small_graphs()["zachary"])
+    settings = dict(batch_size=200, negatives=2, window=2, device=torch.device("cpu"), seed=0, progress=False)
+    history = SkipGramTrainer(2, lr=0.05, **settings).fit(
+        FreeEmbedding(34, 4), lambda rng: epoch_walks(neighbours, 1, 10, rng)
+    )
+    assert history[-1] < 2.08
+    far = r"^training diverged: the last epoch's loss, \S+, is over 100 times what embeddings that know nothing score"
+    with pytest.raises(ConfigError, match=far + r" \(2.08\): lower trainer.lr=1e\+09$"):
+        SkipGramTrainer(2, lr=1e9, **settings).fit(
+            FreeEmbedding(34, 4), lambda rng: epoch_walks(neighbours, 1, 10, rng)
+        )
+
+
 @pytest.mark.parametrize("distinct", [False, True], ids=["nodes", "distinct rows"])
 @pytest.mark.parametrize(
     "pairs, hubs",
