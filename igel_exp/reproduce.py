@@ -67,7 +67,7 @@ from igel_exp.reporting import (
     planned_jobs,
     render,
 )
-from igel_exp.schema import check_launcher
+from igel_exp.schema import BASIC_LAUNCHER, JOBLIB_LAUNCHER, check_launcher, joblib_jobs, joblib_settings
 from igel_exp.tracking import (
     DEFAULT_STORE,
     HEARTBEATS,
@@ -200,7 +200,7 @@ def launch_plan(plan: Plan, uri: str, launch: Sequence[str]) -> Outcome:
     parents = _Parents(plan, uri)
     launched = 0
     try:
-        with hydra_launcher(plan, launch) as launcher:
+        with hydra_launcher(plan, launch) as (launcher, _):
             for todo in _rounds(plan, uri, outcome):
                 overrides = [
                     [
@@ -257,8 +257,9 @@ LAUNCHED = (
 
 
 @contextmanager
-def hydra_launcher(plan: Plan, launch: Sequence[str]) -> Iterator[Launcher]:
-    """The launcher that `igel-run -m --config-dir <plans> --config-name <plan> <launch>` would use."""
+def hydra_launcher(plan: Plan, launch: Sequence[str]) -> Iterator[tuple[Launcher, DictConfig]]:
+    """The launcher that `igel-run -m --config-dir <plans> --config-name <plan> <launch>` would use, and its settings
+    (the composed `hydra.launcher`)."""
     with initialize_config_dir(config_dir=str(plan.path.parent), version_base="1.3", job_name="igel-run"):
         setup_globals()
         hydra = GlobalHydra.instance().hydra
@@ -271,7 +272,7 @@ def hydra_launcher(plan: Plan, launch: Sequence[str]) -> Iterator[Launcher]:
         except HydraException as error:
             raise ConfigError(f"{' '.join(launch)}: {first_line(error)}") from None
         check_launcher(config.hydra.launcher)
-        yield launcher
+        yield launcher, config.hydra.launcher
 
 
 def _rounds(plan: Plan, uri: str, outcome: Outcome) -> Iterator[list[Job]]:
@@ -421,8 +422,9 @@ def _launcher_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]
     return hydra, [item for item in overrides if item not in hydra]
 
 
-def _dry_run(plans: list[Plan], runs: _RunCache, launch: Sequence[str]) -> None:
-    """Per plan: the runs to do, their estimated wall time and the equivalent sweep; then the total."""
+def _dry_run(plans: list[Plan], runs: _RunCache, launch: Sequence[str], launcher: DictConfig | None = None) -> None:
+    """Per plan: the runs to do, their estimated wall time and the equivalent sweep; then the total, one job at a time
+    and as many at a time as the launcher's settings (`launcher`, the composed `hydra.launcher` of `launch`) run."""
     kinds = load_kinds()
     total = Estimate()
     to_do = 0
@@ -453,13 +455,11 @@ def _dry_run(plans: list[Plan], runs: _RunCache, launch: Sequence[str]) -> None:
         for job in todo:
             print(f"  {job.shown or '(the only job)'}")
     sources = ", ".join(f"{count} from {source}" for source, count in total.sources.items())
-    jobs = _launcher_jobs(launch)
-    how = f"two at a time ({PARALLEL_LAUNCH})" if jobs is None else f"with hydra.launcher.n_jobs={jobs}"
-    parallel = total.seconds / min(jobs or COST_MODEL_CORES, COST_MODEL_CORES)
+    jobs, how = _jobs_at_once(launcher, launch)
+    at_once = "" if jobs is None else f", about {duration_text(total.seconds / min(jobs, COST_MODEL_CORES))}"
     print(
         f"all: {to_do} runs to do, about {duration_text(total.seconds)} one job at a time on this kind of machine"
-        f" ({COST_MODEL_CORES} cores, a thread per job), about {duration_text(parallel)} {how}"
-        f"{'; ' + sources if sources else ''}"
+        f" ({COST_MODEL_CORES} cores, a thread per job){at_once} {how}{'; ' + sources if sources else ''}"
     )
 
 
@@ -502,10 +502,34 @@ COST_MODEL_CORES = 2  # costs.yaml's machine; its runs were timed a thread per j
 PARALLEL_LAUNCH = "hydra/launcher=joblib hydra.launcher.n_jobs=2 threads=1"  # a job per core
 
 
-def _launcher_jobs(launch: Sequence[str]) -> int | None:
-    """The jobs the launcher runs at once (hydra.launcher.n_jobs), None where the command does not say."""
-    given = [item.split("=", 1)[1] for item in launch if item.startswith("hydra.launcher.n_jobs=")]
-    return max(int(given[-1]), 1) if given and given[-1].isdigit() else None
+def _jobs_at_once(launcher: DictConfig | None, launch: Sequence[str]) -> tuple[int | None, str]:
+    """How many jobs the launcher runs at once, and how the dry run's total says it: without a launcher, what
+    PARALLEL_LAUNCH would do; Hydra's basic launcher, one; the joblib launcher, what joblib makes of its n_jobs (-1:
+    all the machine's cores, -2: all but one, ...; `hydra.launcher.n_jobs=-1` read "two at a time"); None for a
+    launcher that decides for itself (Slurm's)."""
+    if launcher is None:
+        return COST_MODEL_CORES, f"two at a time ({PARALLEL_LAUNCH})"
+    target = str(launcher.get("_target_", ""))
+    if target == BASIC_LAUNCHER:
+        return 1, "one at a time (Hydra's basic launcher)"
+    if target != JOBLIB_LAUNCHER:
+        limit = launcher.get("array_parallelism")
+        up_to = f", up to hydra.launcher.array_parallelism={limit}" if limit is not None else ""
+        return None, f"(how many run at once is {target.rsplit('.', 1)[-1]}'s to decide{up_to})"
+    import joblib  # not at the top: igel-report need not import it
+
+    n_jobs = joblib_settings(launcher).get("n_jobs")
+    jobs = joblib_jobs(launcher)
+    given = any(item.startswith("hydra.launcher.n_jobs=") for item in launch)
+    setting = f"hydra.launcher.n_jobs={n_jobs}" + ("" if given else ", the joblib launcher's default")
+    if isinstance(n_jobs, int) and n_jobs < 0:  # joblib's rule: the machine's cores + 1 + n_jobs, at least one
+        cores, others = joblib.cpu_count(), -n_jobs - 1
+        setting += f": all {cores} cores of this machine{f' but {others}' if others else ''}"
+        setting += ", at least one" if cores - others < 1 else ""
+    counted = "one at a time" if jobs == 1 else f"{jobs} at a time"
+    if jobs > COST_MODEL_CORES:  # this kind of machine runs no more at once than its cores
+        return jobs, f"{COST_MODEL_CORES} at a time, as many as it has cores (joblib: {setting}, runs {jobs} at a time)"
+    return jobs, f"{counted} (joblib: {setting})"
 
 
 def _store(
@@ -735,10 +759,11 @@ def reproduce_main(argv: Sequence[str] | None = None) -> int:
         plans = _plans(arguments, tables, overrides, errors)
         if arguments.dry_run:
             if plans:
+                settings = None
                 if launch:  # the launcher's settings fail here as they would when the jobs run
-                    with hydra_launcher(plans[0], launch):
+                    with hydra_launcher(plans[0], launch) as (_, settings):
                         pass
-                _dry_run(plans, _RunCache(uri), launch)
+                _dry_run(plans, _RunCache(uri), launch, settings)
             return _fail("igel-reproduce", errors)
         runner = isolated if arguments.isolate else in_process
         outcomes = {}

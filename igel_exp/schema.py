@@ -492,6 +492,25 @@ def check(config: DictConfig, given: Iterable[str] = ()) -> None:
 
 
 JOBLIB_LAUNCHER = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
+BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+
+
+def joblib_settings(launcher: DictConfig) -> dict:
+    """The settings of Hydra's joblib launcher (`hydra.launcher.*`) as it passes them to joblib.Parallel."""
+    from hydra_plugins.hydra_joblib_launcher._core import process_joblib_cfg
+
+    settings = {key: value for key, value in OmegaConf.to_container(launcher).items() if key != "_target_"}
+    settings["backend"] = "loky"  # as the launcher sets it
+    process_joblib_cfg(settings)  # and as it reads numbers given as strings
+    return settings
+
+
+def joblib_jobs(launcher: DictConfig) -> int:
+    """How many jobs Hydra's joblib launcher runs at once: joblib's effective n_jobs (-1: all the machine's cores, as
+    joblib counts them, -2: all but one, ...)."""
+    import joblib
+
+    return joblib.effective_n_jobs(joblib_settings(launcher).get("n_jobs"))
 
 
 def check_launcher(launcher: DictConfig) -> None:
@@ -501,15 +520,12 @@ def check_launcher(launcher: DictConfig) -> None:
     if launcher.get("_target_") != JOBLIB_LAUNCHER:
         return
     import joblib
-    from hydra_plugins.hydra_joblib_launcher._core import process_joblib_cfg
     from joblib._utils import eval_expr
 
-    settings = {key: value for key, value in OmegaConf.to_container(launcher).items() if key != "_target_"}
-    settings["backend"] = "loky"  # as the launcher sets it
-    process_joblib_cfg(settings)  # and as it reads numbers given as strings
+    settings = joblib_settings(launcher)
     try:
         joblib.Parallel(**settings)  # checks the backend's hints
-        n_jobs = joblib.effective_n_jobs(settings.get("n_jobs"))
+        n_jobs = joblib_jobs(launcher)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"hydra.launcher: joblib refuses its settings: {error}") from None
     # read by joblib only as the jobs are dispatched: 0 ran none (a FINISHED sweep of no runs), a word a traceback

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+import joblib
 import mlflow
 import pytest
 
@@ -302,6 +303,40 @@ def test_the_dry_run_divides_the_wall_time_among_the_launchers_jobs_up_to_the_co
     assert abs(int(two) - int(sequential) / 2) <= 1 and int(two) > 1
     assert times("hydra/launcher=joblib", "hydra.launcher.n_jobs=1") == [sequential, sequential]
     assert times("hydra/launcher=joblib", "hydra.launcher.n_jobs=4") == [sequential, two]  # 2 cores
+
+
+def test_the_dry_run_says_how_many_jobs_joblib_runs_at_once_as_joblib_reads_n_jobs(experiments_dir, store_uri, capsys):
+    """joblib's n_jobs=-1 is all the machine's cores, -2 all but one: the dry run said "two at a time
+    (hydra/launcher=joblib hydra.launcher.n_jobs=2 threads=1)" of both, and priced -2 two at a time on 2 cores, where
+    joblib runs one."""
+    experiments_dir("grid", {"encoder.distance": "1,2,3", "seed": "range(100)"}, {**TABLE, "paper": []})
+    cores = joblib.cpu_count()
+
+    def total(*launch: str) -> str:
+        folder = str(experiments_dir.folder)
+        assert reproduce_main(["grid", "--experiments", folder, "--dry-run", *launch]) == 0
+        return capsys.readouterr().out.strip().splitlines()[-1]
+
+    def minutes(line: str) -> list[int]:
+        return [int(value) for value in re.findall(r"about (\d+) min", line)]
+
+    def at_once(jobs: int) -> str:
+        return "one at a time" if jobs == 1 else f"{jobs} at a time" if jobs <= 2 else "2 at a time, as many as"
+
+    [sequential, _] = minutes(total())
+    for n_jobs, jobs, rule in [
+        ("-1", cores, f"all {cores} cores of this machine"),
+        ("-2", max(cores - 1, 1), f"all {cores} cores of this machine but 1"),
+    ]:
+        line = total("hydra/launcher=joblib", f"hydra.launcher.n_jobs={n_jobs}")
+        assert f"{at_once(jobs)}" in line and f"(joblib: hydra.launcher.n_jobs={n_jobs}: {rule}" in line, line
+        assert "two at a time" not in line
+        alone, together = minutes(line)
+        assert alone == sequential and abs(together - sequential / min(jobs, 2)) <= 1
+    # the joblib launcher's own default is -1; Hydra's basic launcher runs one job at a time
+    default = f"(joblib: hydra.launcher.n_jobs=-1, the joblib launcher's default: all {cores} cores of this machine"
+    assert default in total("hydra/launcher=joblib")
+    assert "one at a time (Hydra's basic launcher)" in total("hydra/launcher=basic")
 
 
 def test_the_dry_run_counts_runs_that_tables_share_once(experiments_dir, store_uri, capsys):
