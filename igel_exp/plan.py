@@ -43,7 +43,7 @@ from igel_exp.errors import ConfigError, first_line, yaml_problem
 from igel_exp.identity import NOT_IDENTITY, PACKAGE, config_hash, source_fingerprint
 from igel_exp.protocol import DEFAULT as DEFAULT_PROTOCOL
 from igel_exp.protocol import check_protocol
-from igel_exp.schema import check, describe
+from igel_exp.schema import check, describe, group_options
 from igel_exp.tracking import flatten
 
 log = logging.getLogger(__name__)
@@ -89,8 +89,18 @@ class Spec:
     select: Select | None
     paper: list[dict[str, Any]]
     quick: dict[str, Any] | None
-    verdict: dict[str, str] = field(default_factory=dict)  # why only the authors' path matches; what was ruled out
+    verdict: dict[str, str] = field(default_factory=dict)  # `authors`: why only the authors' path matches
     skip: list[dict[str, Any]] = field(default_factory=list)  # jobs of the sweep the table does not run (their params)
+    # what was ruled out: one reason of every protocol (a plain `ruled_out: WHAT`), or a reason per protocol
+    ruled_out: str | dict[str, str] | None = None
+
+    def ruled_out_of(self, protocols: Sequence[str]) -> list[tuple[str | None, str]]:
+        """The reasons ruled out that belong to `protocols` (those a verdict speaks about), each with its protocol, in
+        their order; one (None, WHAT) for a reason of every protocol."""
+        if isinstance(self.ruled_out, str):
+            return [(None, self.ruled_out)]
+        reasons = self.ruled_out or {}
+        return [(protocol, reasons[protocol]) for protocol in protocols if protocol in reasons]
 
 
 @dataclass(frozen=True)
@@ -276,7 +286,7 @@ def _where_or_how(override: str) -> bool:
     return any(key == other or key.startswith(f"{other}.") for other in (*NOT_IDENTITY, "hydra"))
 
 
-PLAN_CACHE_FORMAT = 1  # raised when a Plan's pickled form changes
+PLAN_CACHE_FORMAT = 2  # raised when a Plan's pickled form changes
 PLAN_CACHE_ENTRIES = 64  # the newest entries kept (a few kB to 4 MB each)
 
 
@@ -377,7 +387,11 @@ def parse_spec(block: Mapping[str, Any] | None, where: str) -> Spec:
         raise ConfigError(f"{where}: reproduce.quick must be {{params: {{...}}, overrides: [...]}}")
     verdict = block.get("verdict") or {}
     if not isinstance(verdict, Mapping) or not set(verdict) <= set(VERDICT_KEYS):
-        raise ConfigError(f"{where}: reproduce.verdict must be {{authors: WHY, ruled_out: WHAT}}, got {verdict!r}")
+        raise ConfigError(
+            f"{where}: reproduce.verdict must be {{authors: WHY, ruled_out: WHAT}} (or ruled_out:"
+            f" {{<protocol>: WHAT}}), got {verdict!r}"
+        )
+    ruled_out = _ruled_out(verdict.get("ruled_out"), where)
     skip = block.get("skip") or []
     if isinstance(skip, str | Mapping) or not all(isinstance(entry, Mapping) and entry for entry in skip):
         raise ConfigError(f"{where}: reproduce.skip must be a list of {{<param>: value, ...}}, got {skip!r}")
@@ -389,9 +403,31 @@ def parse_spec(block: Mapping[str, Any] | None, where: str) -> Spec:
         select,
         paper,
         dict(quick) if quick is not None else None,
-        {key: str(value) for key, value in verdict.items()},
+        {key: str(value) for key, value in verdict.items() if key != "ruled_out"},
         [dict(entry) for entry in skip],
+        ruled_out,
     )
+
+
+def _ruled_out(value: Any, where: str) -> str | dict[str, str] | None:
+    """reproduce.verdict.ruled_out: WHAT (or a list of them), reasons of every protocol, or {<protocol>: WHAT, ...},
+    reasons that hold on one protocol's path only (a verdict of one protocol's runs must not give another's)."""
+    if value is None or isinstance(value, str | int | float) and not isinstance(value, bool):
+        return None if value is None else str(value)
+    if isinstance(value, list) and value and all(isinstance(reason, str) for reason in value):
+        return "; ".join(value)  # a list of reasons of every protocol (it printed as a Python list)
+    protocols = group_options("protocol")
+    if not isinstance(value, Mapping) or not value or not set(value) <= set(protocols):
+        raise ConfigError(
+            f"{where}: reproduce.verdict.ruled_out must be WHAT (of every protocol) or {{<protocol>: WHAT, ...}} of the"
+            f" protocols {', '.join(protocols)}, got {value!r}"
+        )
+    for protocol, reason in value.items():
+        if not isinstance(reason, str) or not reason.strip():
+            raise ConfigError(
+                f"{where}: reproduce.verdict.ruled_out.{protocol} must be a reason (text), got {reason!r}"
+            )
+    return {str(protocol): reason for protocol, reason in value.items()}
 
 
 def check_cells(plan: Plan) -> None:

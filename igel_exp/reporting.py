@@ -24,7 +24,7 @@ import difflib
 import html
 import io
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mlflow.entities import ViewType
@@ -188,7 +188,8 @@ class Table:
             only = " only" if counts.get(DEFAULT_PROTOCOL, (0, 0))[1] else ""  # the faithful path ran, and missed
             so_far = " so far" if any(p in unrun for p in reproduced) else ""
             return f"reproduced{only}{so_far} on the authors' path ({tally}){why}"
-        ruled_out = f"; ruled out: {reasons['ruled_out']}" if "ruled_out" in reasons and not unrun else ""
+        # the reasons of the protocols this verdict speaks about: a table cut to one (protocol=authors) gave the other's
+        ruled_out = "" if unrun else "".join(_ruled_out(self.plan.spec.ruled_out_of(self.protocols)))
         return f"not reproduced{' so far' * any(counts[p][1] for p in unrun)} ({tally}){ruled_out}"
 
     def paper_cells(self, protocol: str) -> int:
@@ -399,6 +400,16 @@ def _within(value: float, low: float, high: float, digits: int) -> bool:
     """Whether `value` lies within [low, high] widened by half a unit of the last of `digits` decimals (the paper's)."""
     slack = 0.5 * 10.0**-digits
     return low - slack <= value <= high + slack
+
+
+def _ruled_out(reasons: Sequence[tuple[str | None, str]]) -> Iterator[str]:
+    """A verdict's `; ruled out: …` parts: a reason of every protocol as it is; one protocol's own named with its path
+    (`; ruled out on the faithful path: X; on the authors' path: Y`)."""
+    for number, (protocol, reason) in enumerate(reasons):
+        said = ["ruled out"] if number == 0 else []
+        if protocol is not None:
+            said.append("on the authors' path" if protocol == "authors" else f"on the {protocol} path")
+        yield f"; {' '.join(said)}: {reason}"
 
 
 def _protocol_name(protocol: str) -> str:

@@ -129,6 +129,8 @@ def test_tables_are_chosen_by_file_name_paper_label_or_all(experiments_dir):
         ({"quick": None}, "reproduce.quick is missing"),
         ({"skip": {"encoder.distance": 1}}, "reproduce.skip must be a list of"),
         ({"skip": [{}]}, "reproduce.skip must be a list of"),
+        ({"verdict": {"ruled_out": {"faitful": "x"}}}, r"ruled_out must be WHAT .* of the protocols authors, faithful"),
+        ({"verdict": {"ruled_out": {"authors": None}}}, "reproduce.verdict.ruled_out.authors must be a reason"),
     ],
 )
 def test_malformed_reproduction_files_fail_with_one_line(experiments_dir, change, message):

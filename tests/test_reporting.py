@@ -377,6 +377,43 @@ def test_both_protocols_are_shown_beside_the_paper_with_a_verdict(
     assert lines[-1] == f"Verdict: {verdict}"
 
 
+PER_PROTOCOL = {"authors": "their code did X", "ruled_out": {"faithful": "the parallel edges alone", "authors": "Z"}}
+
+
+@pytest.mark.parametrize(
+    "overrides, ruled_out",
+    [
+        ([], "; ruled out on the faithful path: the parallel edges alone; on the authors' path: Z"),
+        # a table cut to one protocol gives that protocol's reasons only (it gave both, the faithful path's read as
+        # ruled out of the authors' runs)
+        (["protocol=authors"], "; ruled out on the authors' path: Z"),
+        (["protocol=faithful"], "; ruled out on the faithful path: the parallel edges alone"),
+    ],
+)
+def test_the_reasons_ruled_out_are_those_of_the_protocols_the_verdict_speaks_about(
+    experiments_dir, store_uri, capsys, overrides, ruled_out
+):
+    params = {"protocol": "faithful,authors", "encoder.distance": "1", "seed": "range(2)"}
+    path = experiments_dir("both", params, {**CORRELATIONS, "verdict": PER_PROTOCOL})
+    store = Store(store_uri)
+    for job in load_plan(path, "full").jobs:  # no cell matches the paper's 0.5
+        store.log(job, {"spearman_pagerank": (0.1, 0.2)[job.config.seed]})
+    assert report_main(["both", "--experiments", str(path.parent), "--tracking-uri", store_uri, *overrides]) == 0
+    verdict = capsys.readouterr().out.splitlines()[-1]
+    assert verdict.startswith("Verdict: not reproduced (")
+    assert verdict.endswith(f"within our range over seeds){ruled_out}")
+    # a reason of every protocol is the plain form, as before; a protocol that is none is refused, naming them
+    experiments_dir("both", params, {**CORRELATIONS, "verdict": {"ruled_out": "Y and Z"}})
+    assert report_main(["both", "--experiments", str(path.parent), "--tracking-uri", store_uri, *overrides]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("within our range over seeds); ruled out: Y and Z")
+    experiments_dir("both", params, {**CORRELATIONS, "verdict": {"ruled_out": {"faitful": "Y"}}})
+    assert report_main(["both", "--experiments", str(path.parent), "--tracking-uri", store_uri]) == 1
+    assert capsys.readouterr().err == (
+        "igel-report: error: both: both.yaml: reproduce.verdict.ruled_out must be WHAT (of every protocol) or"
+        " {<protocol>: WHAT, ...} of the protocols authors, faithful, got {'faitful': 'Y'}\n"
+    )
+
+
 TWO_ROWS = {
     **CORRELATIONS,
     "paper": [{"encoder.distance": 1, "PageRank": 0.5}, {"encoder.distance": 2, "PageRank": 0.9}],
