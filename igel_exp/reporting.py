@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import difflib
+import functools
 import html
 import io
 import math
@@ -32,7 +33,7 @@ from mlflow.tracking import MlflowClient
 
 from igel_exp.errors import ConfigError
 from igel_exp.identity import ADDED_DEFAULTS, HASH_TAG, NOT_IDENTITY, REUSED_TAG
-from igel_exp.plan import DEFAULT_PROTOCOL, Column, Job, Plan, matches, protocol_of, same_value
+from igel_exp.plan import DEFAULT_PROTOCOL, Column, Job, Plan, cached_plan, matches, protocol_of, same_value
 from igel_exp.tracking import HARDWARE_TAG, TIMING, deleted, store_call, store_exists
 
 FORMATS = ("markdown", "csv", "html")
@@ -453,6 +454,7 @@ def _missing(
     swept = {job.hash for job in plan.jobs}
     others = [run for run in runs if run.status == "FINISHED" and run.hash not in swept]
     fixed = [*plan.spec.rows, *(key for column in plan.spec.columns for key in column.where)]
+    quick_jobs = _QuickJobs(plan)
     missing = []
     for job in planned:
         if job.hash in finished:
@@ -461,9 +463,18 @@ def _missing(
         keys = [*fixed, *(key for key in (item.split("=", 1)[0] for item in job.overrides) if key in job.flat)]
         stale = [run for run in others if all(run.params.get(key) == str(job.flat.get(key)) for key in keys)]
         if attempt is None and stale:
-            changed = _changed_keys(job, max(stale, key=lambda run: run.start_time))
+            # the quick profile's run of a full table's job is no config changed since (a quick job's own overrides
+            # keep the full runs out of `stale`)
+            quick = [run for run in stale if run.hash in quick_jobs.hashes]
+            changed = _changed_keys(job, max(quick or stale, key=lambda run: run.start_time))
             listed = ", ".join(changed[:4]) + (", …" if len(changed) > 4 else "")
-            reason = f"not run with the current config (a finished run of it has other {listed})"
+            if quick:
+                reason = (
+                    f"not run; the store has its quick profile's run, cut down (other {listed}), which --profile quick"
+                    " reports"
+                )
+            else:
+                reason = f"not run with the current config (a finished run of it has other {listed})"
         elif attempt is None:
             reason = "not run"
         elif attempt.status == "RUNNING":
@@ -473,6 +484,24 @@ def _missing(
             reason = f"{attempt.status.lower()} ({error})"
         missing.append(Missing(job.shown or "(the only job)", reason))
     return missing
+
+
+class _QuickJobs:
+    """The identities of the jobs of a full table's quick profile, with the same overrides: its runs are cut down, not
+    runs of a config changed since. Expanded when first asked for (from the plan cache, where the quick profile ran or
+    was reported before); none for a quick table, or a file without a quick profile."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+
+    @functools.cached_property
+    def hashes(self) -> set[str]:
+        if self.plan.profile == "quick":
+            return set()
+        try:
+            return {job.hash for job in cached_plan(self.plan.path, "quick", self.plan.overrides).jobs}
+        except ConfigError:  # no reproduce.quick, or overrides that the quick profile cannot take
+            return set()
 
 
 def _changed_keys(job: Job, run: StoredRun) -> list[str]:

@@ -41,10 +41,17 @@ class Store:
         self.clock = 1_000_000
 
     def log(
-        self, job, metrics: dict, status: str = "FINISHED", error: str | None = None, changed=None, hardware=None
+        self,
+        job,
+        metrics: dict,
+        status: str = "FINISHED",
+        error: str | None = None,
+        changed=None,
+        hardware=None,
+        params: bool = False,
     ) -> str:
         """A run of `job`; with `changed` ({key: value}), a run of it under other settings (another identity); with
-        `hardware`, the tag of what it ran on."""
+        `hardware`, the tag of what it ran on; with `params`, its flattened config as params, as a real run logs it."""
         name = str(job.config.name)
         if name not in self.ids:
             found = self.client.get_experiment_by_name(name)
@@ -59,8 +66,8 @@ class Store:
         run = self.client.create_run(self.ids[name], start_time=self.clock, tags=tags)
         for key, value in metrics.items():
             self.client.log_metric(run.info.run_id, key, value)
-        if changed is not None:
-            for key, value in {**job.flat, **changed}.items():
+        if changed is not None or params:
+            for key, value in {**job.flat, **(changed or {})}.items():
                 self.client.log_param(run.info.run_id, key, str(value))
         self.client.set_terminated(run.info.run_id, status)
         return run.info.run_id
@@ -145,6 +152,29 @@ def test_runs_made_under_settings_that_have_changed_since_are_named(correlations
         "encoder.distance=2 seed=2", "not run with the current config (a finished run of it has other trainer.lr)"
     )
     assert table.cells[1, "PageRank", "faithful"].ours.n == 1  # and it does not count
+
+
+def test_a_full_tables_job_whose_quick_profile_run_is_in_the_store_is_named_so(correlations):
+    """After `igel-reproduce --profile quick`, the full table's missing jobs said "not run with the current config (a
+    finished run of it has other trainer.epochs, …)", as if a setting had changed since: those are the quick profile's
+    runs, cut down, which `--profile quick` reports."""
+    plan, uri = correlations
+    store = Store(uri)
+    quick = load_plan(plan.path, "quick")
+    [of_2_2] = [job for job in quick.jobs if (job.config.encoder.distance, job.config.seed) == (2, 2)]
+    store.log(of_2_2, {"spearman_pagerank": 5.0}, params=True)
+    table = build_table(plan, load_runs(uri, plan.experiments))
+    assert table.missing[-1] == Missing(
+        "encoder.distance=2 seed=2",
+        "not run; the store has its quick profile's run, cut down (other trainer.epochs, trainer.walk_length), which"
+        " --profile quick reports",
+    )
+    # the quick table's jobs whose full run is in the store are not run, as they said
+    for job in plan.jobs:
+        if (job.config.encoder.distance, job.config.seed) == (1, 1):
+            store.log(job, {"spearman_pagerank": 0.5}, params=True)
+    reasons = {item.shown: item.reason for item in build_table(quick, load_runs(uri, plan.experiments)).missing}
+    assert reasons["encoder.distance=1 seed=1"] == "not run"
 
 
 def test_markdown_shows_paper_ours_and_difference_and_what_is_missing(correlations, capsys):
