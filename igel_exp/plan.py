@@ -32,6 +32,7 @@ from hydra import compose, initialize_config_dir
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.object_type import ObjectType
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
@@ -237,7 +238,7 @@ def load_plan(path: Path, profile: str = "full", overrides: Sequence[str] = ()) 
             extra = [str(value) for value in spec.quick.get("overrides") or []]
         arguments = [f"{key}={value}" for key, value in params.items()] + extra  # as Hydra's BasicSweeper does
         arguments += list(overrides)
-        batches = _expand(arguments, path.name)
+        batches = _expand(arguments, path.name, composer.search)
         if not batches:  # igel-run -m says the same of it
             raise ConfigError(f"{path.name}: the sweep has no jobs (a sweep over an empty range or list?)")
         shown_keys = _varying_keys(batches) or [_key(argument) for argument in arguments]
@@ -482,9 +483,9 @@ class _Composer:
 
     def __init__(self, name: str, search: Sequence[str] = (f"hydra.searchpath=[{PACKAGED_CONFIGS}]",)):
         self.name = name
-        self._search = list(search)
+        self.search = list(search)  # the packaged configs' place, as hydra.searchpath overrides
         try:
-            full = compose(config_name=name, overrides=self._search, return_hydra_config=True)
+            full = compose(config_name=name, overrides=self.search, return_hydra_config=True)
         except (HydraException, OmegaConfBaseException) as error:
             raise ConfigError(f"{name}.yaml: {describe(error)}") from None
         params = full.hydra.sweeper.get("params")
@@ -518,7 +519,7 @@ class _Composer:
 
     def _compose(self, overrides: list[str]) -> DictConfig:
         try:
-            return compose(config_name=self.name, overrides=[*self._search, *overrides])
+            return compose(config_name=self.name, overrides=[*self.search, *overrides])
         except (HydraException, OmegaConfBaseException) as error:
             raise ConfigError(f"{self.name}.yaml with {shown(overrides)}: {describe(error)}") from None
 
@@ -543,40 +544,53 @@ def sweep_jobs(config: DictConfig) -> SweepJobs:
     params = config.hydra.sweeper.get("params") or {}
     arguments = [f"{key}={value}" for key, value in params.items()] + list(config.hydra.overrides.task)
     search = [item for item in config.hydra.overrides.hydra if item.startswith("hydra.searchpath")]
-    batches = _expand(arguments, "the sweep")
-    _refuse_repeats(arguments)
+    batches = _expand(arguments, "the sweep", search)
+    _refuse_repeats(arguments, search)
     return SweepJobs(batches, _Composer(config.hydra.job.config_name, search))
 
 
-def _expand(arguments: list[str], where: str) -> list[list[str]]:
-    """Hydra's basic sweeper: the cross product of the sweeps, one override list per job, first key slowest. An
-    argument it cannot expand is named (`seed=range(0,3,0)`: Python's ValueError, which named nothing)."""
+def _expand(arguments: list[str], where: str, search: Sequence[str] = ()) -> list[list[str]]:
+    """Hydra's basic sweeper: the cross product of the sweeps, one override list per job, first key slowest; `search`,
+    the hydra.searchpath overrides its jobs are composed with, lists a group's options to glob(). An argument it cannot
+    expand is named (`seed=range(0,3,0)`: Python's ValueError, which named nothing)."""
     try:
-        return _cross(arguments)
+        return _cross(arguments, search)
     except SWEEP_ERRORS as error:
-        culprit = next((argument for argument in arguments if not _expands(argument)), None)
+        culprit = next((argument for argument in arguments if not _expands(argument, search)), None)
         raise ConfigError(f"{where}: {f'{shown([culprit])}: ' if culprit else ''}{describe(error)}") from None
 
 
 SWEEP_ERRORS = (HydraException, ValueError)
 
 
-def _cross(arguments: list[str]) -> list[list[str]]:
-    [batches] = BasicSweeper.split_arguments(_parsed(arguments), None)
+def _cross(arguments: list[str], search: Sequence[str] = ()) -> list[list[str]]:
+    [batches] = BasicSweeper.split_arguments(_parsed(arguments, search), None)
     return batches
 
 
-def _parsed(arguments: list[str]) -> list[Override]:
+def _parsed(arguments: list[str], search: Sequence[str] = ()) -> list[Override]:
     # the config loader lists a group's options for glob() (`encoder=glob(deep*)`: "ConfigLoader is not set")
     hydra = GlobalHydra.instance()
-    parser = OverridesParser.create(config_loader=hydra.config_loader() if hydra.is_initialized() else None)
-    return parser.parse_overrides(arguments)
+    loader = _GroupOptions(hydra.config_loader(), search) if hydra.is_initialized() else None
+    return OverridesParser.create(config_loader=loader).parse_overrides(arguments)
 
 
-def _refuse_repeats(arguments: list[str]) -> None:
+class _GroupOptions:
+    """The config loader as glob() asks it for a group's options, with the search path the jobs are composed with: an
+    experiments file of igel-reproduce names the packaged groups through `hydra.searchpath` (the loader's own search
+    path is the experiments folder), so `encoder=glob(deep*)` there globbed no option: an empty sweep."""
+
+    def __init__(self, loader: Any, search: Sequence[str]):
+        self.loader, self.search = loader, list(search)
+
+    def get_group_options(self, group_name: str, results_filter: ObjectType = ObjectType.CONFIG, **_: Any) -> list[str]:
+        return self.loader.get_group_options(group_name, results_filter, overrides=self.search)
+
+
+def _refuse_repeats(arguments: list[str], search: Sequence[str] = ()) -> None:
     """ConfigError where a sweep lists a value twice (`seed=1,1`): Hydra's basic sweeper would run that job twice, two
     MLflow runs of one config. igel-reproduce's plans drop such jobs (one run per config hash) instead."""
-    for argument, override in zip(arguments, _parsed(arguments), strict=True):
+    for argument, override in zip(arguments, _parsed(arguments, search), strict=True):
         if override.is_sweep_override():
             # Hydra's job values (1e-1 is 0.1), as typed (false, not False)
             values = [shown([f"={value}"])[1:] for value in override.sweep_string_iterator()]
@@ -585,9 +599,9 @@ def _refuse_repeats(arguments: list[str]) -> None:
                 raise ConfigError(f"the sweep: {shown([argument])}: {twice} is listed twice (each job runs once)")
 
 
-def _expands(argument: str) -> bool:
+def _expands(argument: str, search: Sequence[str] = ()) -> bool:
     try:
-        _cross([argument])
+        _cross([argument], search)
     except SWEEP_ERRORS:
         return False
     return True

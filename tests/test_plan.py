@@ -83,6 +83,20 @@ def test_skip_leaves_the_matching_jobs_of_the_cross_product_out(experiments_dir)
         load_plan(experiments_dir.folder / "cut.yaml", overrides=["encoder.distance=2", "trainer.dim=8"])
 
 
+def test_a_glob_over_a_packaged_group_sweeps_its_options(experiments_dir):
+    """Hydra's glob() lists a group's options: an experiments file's sweep or an override of igel-reproduce found none
+    (the plan's loader searched the experiments folder, the packaged groups being on its jobs' hydra.searchpath), and
+    `encoder=glob(deep*)` said "the sweep has no jobs"."""
+    table = {**TABLE, "rows": ["encoder.name"]}
+    path = experiments_dir("globbed", {"encoder": "glob(*walk)", "seed": "0"}, table)
+    assert [job.config.encoder.name for job in load_plan(path).jobs] == ["deepwalk"]
+    plan = load_plan(path, overrides=["encoder=glob([deep*,node*])"])
+    assert [job.shown for job in plan.jobs] == ["encoder=deepwalk", "encoder=node2vec"]
+    assert [job.config.encoder.name for job in plan.jobs] == ["deepwalk", "node2vec"]
+    with pytest.raises(ConfigError, match="^globbed.yaml: the sweep has no jobs"):  # a glob of no option, as before
+        load_plan(path, overrides=["encoder=glob(nosuch*)"])
+
+
 def test_an_override_that_empties_the_sweep_says_the_sweep_has_no_jobs(experiments_dir):
     path = experiments_dir("tiny", {"encoder.distance": "1,2", "seed": "range(2)"}, TABLE)
     for override in ("seed=range(0,0)", "encoder.distance=range(1,1)"):  # not blamed on the file's rows
