@@ -43,7 +43,7 @@ from igel_exp import user_cache_dir, write_cache_entry
 from igel_exp.errors import ConfigError, first_line, yaml_problem
 from igel_exp.identity import NOT_IDENTITY, PACKAGE, config_hash, source_fingerprint
 from igel_exp.protocol import DEFAULT as DEFAULT_PROTOCOL
-from igel_exp.protocol import check_protocol
+from igel_exp.protocol import check_protocol, check_switches
 from igel_exp.schema import check, describe, group_options
 from igel_exp.tracking import flatten
 
@@ -248,6 +248,7 @@ def load_plan(path: Path, profile: str = "full", overrides: Sequence[str] = ()) 
             try:
                 check(config)  # the ranges; what needs torch or the data is checked before the jobs run
                 check_protocol(config)
+                check_switches(config)
             except ConfigError as error:
                 raise ConfigError(f"{path.name} with {shown(batch)}: {error}") from None
             resolved = OmegaConf.to_container(config, resolve=True, enum_to_str=True)  # once: a third of a job's cost

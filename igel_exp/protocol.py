@@ -4,17 +4,30 @@
 dataset, conf/specialise/protocol/<protocol>_<task>_<dataset>.yaml, that set ordinary keys of the boxes. Hydra applies
 such a file when it exists and silently skips it otherwise (an `optional` default), so a protocol asked of a task and
 dataset without a file would run the faithful computation under another name: `check_protocol` refuses it first.
+
+A run's protocol names what it ran, so a run tagged with one holds every switch of it (`check_switches`): under
+`protocol=authors` each key its files set for the task and dataset holds the file's value, and under `protocol=faithful`
+each of those keys holds its faithful value. An override that sets one otherwise (`protocol=authors
+trainer.batching=walks`, `protocol=faithful dataset.parallel_edges=true` on Facebook) would run neither path under a
+protocol's name, which igel-report would count in that protocol's column: it is refused.
 """
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
+from importlib.resources import files
+from typing import Any
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
 
 from igel_exp.errors import ConfigError
+from igel_exp.identity import ADDED_DEFAULTS
 from igel_exp.schema import group_options
 
 DEFAULT = "faithful"
 SWITCHES = ("specialise", "protocol")  # the folder of the switch files in the packaged config tree
+PAIRS = ("specialise", "pair")  # a protocol's switches of one encoder only: <protocol>_<task>_<dataset>_<encoder>.yaml
+_ABSENT = object()
 
 
 def defined(protocol: str) -> list[tuple[str, str]]:
@@ -50,3 +63,94 @@ def check_protocol(config: DictConfig) -> None:
     raise ConfigError(
         f"protocol={protocol} is not defined for task={task} on dataset={dataset}; it is defined for {listed}"
     )
+
+
+def switches(protocol: str, task: str, dataset: str, encoder: str | None = None) -> dict[str, Any]:
+    """The keys (dotted) that `protocol`'s files set for `task` and `dataset`, with their values: its switch file and,
+    for `encoder`, its pair file (the switches of one encoder only). Nothing for protocol=faithful, which has none:
+    its pair files hold settings tuned on its data path, which any run may override."""
+    if protocol == DEFAULT:
+        return {}
+    found: dict[str, Any] = {}
+    stems = [(SWITCHES, f"{protocol}_{task}_{dataset}")]
+    if encoder is not None:
+        stems.append((PAIRS, f"{protocol}_{task}_{dataset}_{encoder}"))
+    for folder, stem in stems:
+        path = files("igel_exp.conf").joinpath(*folder, f"{stem}.yaml")
+        if path.is_file():
+            found.update(_dotted(yaml.safe_load(path.read_text()) or {}))
+    return found
+
+
+def faithful_value(key: str, switched: Any) -> Any:
+    """The value a switch key holds on the faithful path: the value it was added with (identity.ADDED_DEFAULTS), else
+    the switch's own (a key that the protocol's file sets to the faithful value, to say so: task.ranking_graph)."""
+    return ADDED_DEFAULTS.get(key, switched)
+
+
+def held(config: DictConfig) -> dict[str, tuple[Any, dict[str, Any]]]:
+    """The keys of the config's task and dataset (and encoder) that its protocol holds: every key its files set, or
+    under protocol=faithful every key another protocol switches to another value. Each with the value the protocol holds
+    it at, and (under faithful) the other protocols' values."""
+    protocol = str(config.get("protocol", DEFAULT))
+    task, dataset = str(config.task.name), str(config.dataset.name)
+    encoder = config.get("encoder")
+    encoder = None if encoder is None else str(encoder.name)
+    if protocol != DEFAULT:
+        return {key: (value, {}) for key, value in switches(protocol, task, dataset, encoder).items()}
+    values: dict[str, tuple[Any, dict[str, Any]]] = {}
+    for other in (option for option in group_options("protocol") if option != DEFAULT):
+        for key, switched in switches(other, task, dataset, encoder).items():
+            faithful = faithful_value(key, switched)
+            if switched != faithful:  # not a file's note of a key both paths hold alike (task.ranking_graph)
+                values.setdefault(key, (faithful, {}))[1][other] = switched
+    return values
+
+
+def check_switches(config: DictConfig) -> None:
+    """Raise ConfigError where an override sets a key that the config's protocol holds (`held`) to another value: a run
+    of neither path under its name, which igel-report would count in its column."""
+    protocol = str(config.get("protocol", DEFAULT))
+    expected = held(config)
+    changed = {}
+    for key, (value, _) in sorted(expected.items()):
+        got = OmegaConf.select(config, key, default=_ABSENT)
+        if got is not _ABSENT and got != value:
+            changed[key] = got
+    if not changed:
+        return
+    them = "it" if len(changed) == 1 else "them"
+    holds = ", ".join(f"{key}={_shown(expected[key][0])}" for key in changed)
+    given = ", ".join(f"{key}={_shown(value)}" for key, value in changed.items())
+    where = f"task={config.task.name} on dataset={config.dataset.name}"
+    if protocol == DEFAULT:
+        switching = sorted({other for key in changed for other in expected[key][1]})
+        holds = f"keeps {holds} for {where}, which protocol={', '.join(switching)} switches"
+        # the protocol whose switches are the values given, if one's are
+        instead = [other for other in switching if all(expected[key][1].get(other) == changed[key] for key in changed)]
+    else:
+        holds, instead = f"sets {holds} for {where}", [DEFAULT]
+    otherwise = f", or run protocol={instead[0]}" if instead else ""
+    raise ConfigError(
+        f"protocol={protocol} {holds}; {given} would make a run of neither path under its name: leave {them}"
+        f" out{otherwise}"
+    )
+
+
+def _dotted(mapping: dict, prefix: str = "") -> dict[str, Any]:
+    flat = {}
+    for key, value in mapping.items():
+        if isinstance(value, dict):
+            flat.update(_dotted(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _shown(value: Any) -> str:
+    """A value as an override writes it: true, null."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)

@@ -11,14 +11,17 @@ import mlflow
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from igel_exp import pipelines
+from igel_exp import protocol as protocols
 from igel_exp.data import DataContext, load_dataset
 from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import ConfigError
 from igel_exp.identity import config_hash
 from igel_exp.models import FreeEmbedding, IGELEmbedding, distance_scaled_weight
 from igel_exp.pipelines.common import build_encoder, initialise_weight
+from igel_exp.plan import default_experiments_dir, load_plan
 from igel_exp.tracking import PROTOCOL_TAG, flatten, tracked_run
 from igel_exp.training import SkipGramTrainer
 from igel_exp.walks import CSRGraph, epoch_walks
@@ -105,6 +108,97 @@ def test_a_protocol_without_switches_is_refused_before_any_run(compose_config, s
     )
     client = mlflow.MlflowClient(store_uri)
     assert not client.search_runs([found.experiment_id for found in client.search_experiments()])  # no run made
+
+
+# An override of a key that the protocol holds for the task and dataset: a run of neither path under its name
+UNDONE = [
+    (
+        ["protocol=authors", "trainer.batching=walks"],
+        "protocol=authors sets trainer.batching=buckets for task=clustering on dataset=miserables_cloned;"
+        " trainer.batching=walks would make a run of neither path under its name: leave it out, or run"
+        " protocol=faithful",
+    ),
+    (
+        ["protocol=authors", "encoder.weight_init=normal", "task.score_neighbourhood=open"],
+        "protocol=authors sets encoder.weight_init=distance_scaled, task.score_neighbourhood=closed for"
+        " task=clustering on dataset=miserables_cloned; encoder.weight_init=normal, task.score_neighbourhood=open would"
+        " make a run of neither path under its name: leave them out, or run protocol=faithful",
+    ),
+    (
+        ["experiment=link_prediction", "dataset=astroph", "protocol=authors", "dataset.parallel_edges=false"],
+        "protocol=authors sets dataset.parallel_edges=true for task=link_prediction on dataset=astroph;"
+        " dataset.parallel_edges=false would make",
+    ),
+    (
+        ["experiment=sister_cities", "protocol=authors", "task.ranking_graph=undirected"],
+        "protocol=authors sets task.ranking_graph=directed for task=sister_cities on dataset=sister_cities;",
+    ),
+    # the mirror: one of the authors' switches under the faithful protocol
+    (
+        ["trainer.batching=buckets"],
+        "protocol=faithful keeps trainer.batching=walks for task=clustering on dataset=miserables_cloned, which"
+        " protocol=authors switches; trainer.batching=buckets would make a run of neither path under its name: leave"
+        " it out, or run protocol=authors",
+    ),
+    (
+        ["experiment=link_prediction", "dataset=facebook", "dataset.parallel_edges=true"],
+        "protocol=faithful keeps dataset.parallel_edges=false for task=link_prediction on dataset=facebook, which"
+        " protocol=authors switches; dataset.parallel_edges=true would make a run of neither path under its name:"
+        " leave it out, or run protocol=authors",
+    ),
+    (  # neither protocol's value: no protocol to run instead
+        ["encoder.distance=3", "encoder.encoded_distance=2"],
+        "protocol=faithful keeps encoder.encoded_distance=null for task=clustering on dataset=miserables_cloned, which"
+        " protocol=authors switches; encoder.encoded_distance=2 would make a run of neither path under its name:"
+        " leave it out",
+    ),
+]
+# Overrides the protocols leave free: keys they do not hold, keys of another encoder, a graph with no authors' path
+FREE = [
+    ["protocol=authors", "encoder.distance=3", "trainer.lr=0.2"],
+    ["experiment=link_prediction", "dataset=astroph", "protocol=authors", "trainer.batching=buckets"],
+    ["experiment=sister_cities", "protocol=authors", "encoder=deepwalk"],
+    ["experiment=sister_cities", "task.ranking_graph=undirected"],  # both paths hold directed: no switch of faithful's
+    ["dataset=miserables", "trainer.batching=buckets", "task.score_neighbourhood=closed"],
+    ["experiment=link_prediction", "dataset=edgelist", "dataset.path=g.txt", "dataset.parallel_edges=true"],
+]
+
+
+@pytest.mark.parametrize("overrides, line", UNDONE)
+def test_an_override_that_undoes_a_protocols_switch_is_refused_before_any_run(compose_config, overrides, line):
+    """protocol=authors with trainer.batching=walks ran, tagged and named authors, and igel-report counted it in the
+    authors' column: a run of neither path. So did protocol=faithful with one of the authors' switches. Refused by
+    pipelines.check, before the run (test_cli.py: igel-run's one line, no store)."""
+    with pytest.raises(ConfigError) as error:
+        pipelines.check(compose_config(*overrides))
+    assert str(error.value).startswith(line)
+
+
+@pytest.mark.parametrize("overrides", FREE)
+def test_overrides_of_keys_the_protocol_does_not_hold_are_free(compose_config, overrides):
+    protocols.check_switches(compose_config(*overrides))
+
+
+def test_igel_reproduce_refuses_an_override_that_undoes_a_switch_of_its_jobs():
+    path = default_experiments_dir() / "miserables_correlations.yaml"
+    with pytest.raises(
+        ConfigError,
+        match=r"^miserables_correlations.yaml with .*protocol=authors.*: protocol=authors"
+        r" sets trainer.batching=buckets for task=clustering",
+    ):
+        load_plan(path, "quick", ["trainer.batching=walks"])
+
+
+@pytest.mark.parametrize("task, dataset", sorted(protocols.defined("authors")))
+def test_the_faithful_value_of_each_switch_is_the_faithful_paths(compose_config, task, dataset):
+    """check_switches holds a switch key under protocol=faithful at identity.ADDED_DEFAULTS' value: the value the
+    faithful path composes, for every encoder."""
+    for encoder in ("igel", "deepwalk"):
+        config = compose_config(f"experiment={task}", f"dataset={dataset}", f"encoder={encoder}")
+        kept = protocols.held(config)
+        assert kept, (task, dataset, encoder)
+        for key, (value, _) in kept.items():
+            assert OmegaConf.select(config, key, default=value) == value, key
 
 
 @pytest.mark.slow
