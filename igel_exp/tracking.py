@@ -644,14 +644,23 @@ class RunLogger:
         mlflow.set_tags({key: str(value) for key, value in values.items()})
 
 
-def run_name_of(config: DictConfig, *details: str, encoded: bool = True) -> str | None:
-    """A run's name in MLflow's lists: its graph, encoder (α for IGEL; none where `encoded` is false), `details`,
-    protocol (other than faithful) and seed: `facebook α=2 seed=0`, `facebook α=2 authors seed=0`. MLflow draws a name
-    from Python's `random`, which the run's seed has seeded by then: every run of a seed was named alike. None
-    (MLflow's) for a config of no dataset."""
+def run_name_of(config: DictConfig, *details: str, encoded: bool = True, graph: str | None = None) -> str | None:
+    """A run's name in MLflow's lists: its graph (`graph`, else graph_name's), encoder (α for IGEL; none where
+    `encoded` is false), `details`, protocol (other than faithful) and seed: `facebook α=2 seed=0`, `facebook α=2
+    authors seed=0`. MLflow draws a name from Python's `random`, which the run's seed has seeded by then: every run of
+    a seed was named alike. None (MLflow's) for a config of no dataset."""
     dataset, encoder = config.get("dataset"), config.get("encoder") if encoded else None
     if dataset is None:
         return None
+    method = [] if encoder is None else [f"α={encoder.distance}" if encoder.name == "igel" else str(encoder.name)]
+    protocol = config.get("protocol", "faithful")  # the authors' path beside the faithful run of the same setting
+    path = [] if protocol == "faithful" else [str(protocol)]
+    return " ".join([graph or graph_name(dataset), *method, *details, *path, f"seed={config.seed}"])
+
+
+def graph_name(dataset: DictConfig) -> str:
+    """A dataset as run names say it: its option, the file of an edge list, a GraphSAGE prefix, a generated graph's
+    size."""
     graph = str(dataset.name)
     if graph == "edgelist":  # the user's files, not the option's name
         graph = Path(str(dataset.path)).name
@@ -659,10 +668,7 @@ def run_name_of(config: DictConfig, *details: str, encoded: bool = True) -> str 
         graph = str(dataset.prefix)
     elif graph == "erdos_renyi":  # scalability's sizes
         graph += f" n={dataset.num_nodes} degree={dataset.average_degree}"
-    method = [] if encoder is None else [f"α={encoder.distance}" if encoder.name == "igel" else str(encoder.name)]
-    protocol = config.get("protocol", "faithful")  # the authors' path beside the faithful run of the same setting
-    path = [] if protocol == "faithful" else [str(protocol)]
-    return " ".join([graph, *method, *details, *path, f"seed={config.seed}"])
+    return graph
 
 
 @contextmanager

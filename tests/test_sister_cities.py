@@ -244,6 +244,20 @@ def test_pipeline_trains_once_per_alpha_and_seed(
         pipelines.run(compose_config(*base, "task.k=1000"))
 
 
+def test_runs_are_named_with_their_graph_and_protocol(small_root, compose_config, tracking_uri, tmp_path):
+    """The authors' and the faithful run of one (α, k, seed) were both `α=1 k=3 seed=0` in MLflow's lists, where the
+    other experiments' runs say their graph and protocol (`miserables_cloned α=1 authors seed=0`)."""
+    base = ["experiment=sister_cities", f"data.root={small_root}", "encoder.distance=1", "task.k=3", *TINY]
+    for protocol in ("faithful", "authors"):
+        pipelines.run(compose_config(*base, f"protocol={protocol}"))
+    pipelines.run(compose_config(*base, "encoder=deepwalk"))
+    assert list(finished_runs(tmp_path)["tags.mlflow.runName"]) == [
+        "sister_cities α=1 k=3 seed=0",
+        "sister_cities α=1 k=3 authors seed=0",
+        "sister_cities deepwalk k=3 seed=0",
+    ]
+
+
 def test_a_dataset_without_capitals_is_refused(compose_config, tracking_uri, tmp_path):
     with pytest.raises(ConfigError, match="dataset=miserables has no node table: task=sister_cities needs capital"):
         pipelines.run(compose_config("experiment=sister_cities", "dataset=miserables", *TINY))

@@ -59,6 +59,10 @@ def test_transfer_end_to_end_reusing_finished_runs(compose_config, store_uri, mo
     assert all("mlflow.parentRunId" not in run.data.tags for run in trained)
     transfers = client.search_runs([client.get_experiment_by_name("transfer_link_prediction").experiment_id])
     assert len(transfers) == 4 and {run.data.tags.get("mlflow.parentRunId") for run in transfers} == {None, sweep}
+    # named as other runs are, A's model's α with it (they said `miserables → miserables seed=0`, an edge list
+    # `edgelist → edgelist`)
+    named = sorted(run.info.run_name for run in transfers if run.info.run_id != sweep)
+    assert named == ["miserables α=2 → erdos_renyi n=1024 degree=8 seed=0"] * 2 + ["miserables α=2 → miserables seed=0"]
     assert same["auc"] == same["own_auc"] == trained[0].data.metrics["auc"]  # a model re-embeds its graph exactly
     assert other["own_auc"] == trained[1].data.metrics["auc"] != other["auc"]
     last = mlflow.last_active_run()
@@ -95,6 +99,7 @@ def test_a_changed_edge_list_is_other_data_whose_runs_are_not_reused(compose_con
     assert same["auc"] == same["own_auc"] != changed["auc"]
     last = mlflow.last_active_run()
     assert last.data.tags["igel.data"] == client.get_run(last.data.tags["igel.own_run"]).data.tags["igel.data"]
+    assert last.info.run_name == "a.txt α=2 → b.txt seed=0"  # the files, as their link-prediction runs are named
 
 
 def test_a_source_that_cannot_transfer_is_refused(compose_config, store_uri):

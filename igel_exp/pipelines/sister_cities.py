@@ -17,7 +17,7 @@ from igel_exp.pipelines import check_before, pipeline, reuse
 from igel_exp.pipelines.common import Stages, build_encoder, load, method, train_unsupervised
 from igel_exp.tasks.capitals import capital_cluster, capital_scores, rankings
 from igel_exp.tasks.clustering import centrality_correlations, kmeans_by_modularity, neighbour_similarity
-from igel_exp.tracking import RunLogger, tracked_run
+from igel_exp.tracking import RunLogger, run_name_of, tracked_run
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def sister_cities(config: DictConfig) -> dict[str, float]:
     k = config.task.k
     alpha = f"α={config.encoder.distance}" if encoder is not None else config.encoder.name
     stages = Stages()
-    with tracked_run(config, config.name, run_name=f"{alpha} k={k} seed={config.seed}") as logger:
+    with tracked_run(config, config.name, run_name_of(config, f"k={k}")) as logger:
         with stages("load"):
             dataset = load(config)
         nodes = _node_table(dataset.nodes, config.dataset.name)

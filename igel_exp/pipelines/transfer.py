@@ -40,6 +40,8 @@ from igel_exp.tracking import (
     PARENT_RUN_ENV,
     SHARED_RUN_ENV,
     environ_set,
+    graph_name,
+    run_name_of,
     store_call,
     tracked_run,
     tracking_uri,
@@ -73,7 +75,9 @@ def transfer_link_prediction(config: DictConfig) -> dict[str, float]:
     own = finished_or_run(own_config(config, source_config), data, needs_model=False)
     source = finished_or_run(source_config, data_key(load(source_config).graph), needs_model=True)
     model = IGELModel.load(source.info.run_id, uri)
-    name = f"{task.source} → {config.dataset.name} seed={config.seed}"
+    # A's model (its graph and α) → B's graph, as other runs are named: `astroph α=3 → facebook seed=0`
+    model_of = f"{graph_name(source_config.dataset)} α={model.encoder.distance}"
+    name = run_name_of(config, encoded=False, graph=f"{model_of} → {graph_name(config.dataset)}")
     with tracked_run(config, config.name, run_name=name) as logger:
         logger.tags({SOURCE_RUN_TAG: source.info.run_id, OWN_RUN_TAG: own.info.run_id, DATA_TAG: data})
         logger.metrics(dataset.report.as_metrics())
