@@ -362,15 +362,17 @@ def test_the_dry_run_counts_the_link_prediction_runs_a_transfer_table_trains_fir
         assert reproduce_main(dry_run) == 0
         return [line for line in capsys.readouterr().out.splitlines() if not line.startswith(" ")]
 
-    first, total = lines()  # A's, and B's own for each B
+    # B's own for each B (the profile's settings), and A's for B = miserables_cloned (the file's: A takes
+    # task.source_overrides only); for B = miserables, A's is B's own (task.source = dataset)
+    first, total = lines()
     assert first.startswith("tr (quick): 2 (and 3 link-prediction runs that its jobs train first) of 2 runs to do")
     assert total.startswith("all: 5 runs to do")
-    # B = miserables runs: A's and its B's link-prediction runs are in the store, the other B's is not
+    # B = miserables runs: its one link-prediction run is in the store; the other B's own and its A are not
     assert reproduce_main([*dry_run[:-1], "dataset=miserables"]) == 0
     capsys.readouterr()
     first, total = lines()
-    assert first.startswith("tr (quick): 1 (and 1 link-prediction runs that its jobs train first) of 2 runs to do")
-    assert total.startswith("all: 2 runs to do")
+    assert first.startswith("tr (quick): 1 (and 2 link-prediction runs that its jobs train first) of 2 runs to do")
+    assert total.startswith("all: 3 runs to do")
 
 
 def test_the_dry_run_says_its_sweep_line_runs_the_jobs_reproduce_skip_leaves_out(experiments_dir, store_uri, capsys):

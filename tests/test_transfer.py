@@ -7,6 +7,7 @@ from test_cli import igel_run, runs
 from igel_exp import pipelines
 from igel_exp.errors import ConfigError
 from igel_exp.identity import config_hash
+from igel_exp.pipelines import transfer as transfer_pipeline
 from igel_exp.pipelines.transfer import link_prediction_config_of, own_config
 from igel_exp.plan import load_plan
 from igel_exp.tracking import PARENT_RUN_ENV
@@ -28,6 +29,45 @@ def test_the_models_are_the_link_prediction_runs_of_a_and_b(compose_config, sour
     assert config_hash(source_config) == config_hash(compose_config(*lp, f"dataset={source}"))
     assert config_hash(own_config(transfer, source_config)) == config_hash(compose_config(*lp, f"dataset={target}"))
     assert source_config.threads == 1 and source_config.dataset.name == source  # where it runs follows this run
+
+
+def test_with_a_equal_to_b_the_model_is_bs_own_run_with_its_overrides(compose_config):
+    """task.source=B: A's run is B's own, this run's overrides included, then task.source_overrides. A got only the
+    latter: `task.source=miserables dataset=miserables trainer.epochs=1` trained a second model at the file's epochs,
+    and the transfer AUC was not B's own, as the docs say it is with A = B."""
+    base = ["experiment=transfer_link_prediction", "task.source=miserables", "dataset=miserables", "seed=3"]
+    settings = ["trainer.epochs=1", "encoder.distance=3", "encoder=igel"]
+    lp = ["experiment=link_prediction", "dataset=miserables", "seed=3", *settings]
+    transfer = compose_config(*base, *settings)
+    source = link_prediction_config_of(transfer)
+    assert config_hash(source) == config_hash(own_config(transfer, source)) == config_hash(compose_config(*lp))
+    assert transfer_pipeline.settings_a_lacks(transfer, source) == []
+    # task.source_overrides on top of B's settings, group overrides too
+    transfer = compose_config(*base, *settings, "task.source_overrides=['trainer.lr=0.5','trainer=skipgram']")
+    source = link_prediction_config_of(transfer)
+    assert config_hash(source) == config_hash(compose_config(*lp, "trainer.lr=0.5"))
+    assert config_hash(own_config(transfer, source)) == config_hash(compose_config(*lp))
+    # an edge list: A is B's file unless task.source_overrides name another (then another graph, A's own settings)
+    edgelist = ["experiment=transfer_link_prediction", "task.source=edgelist", "dataset=edgelist", "seed=3"]
+    transfer = compose_config(*edgelist, f"dataset.path={REPO / 'README.md'}", "trainer.epochs=1")
+    assert link_prediction_config_of(transfer).dataset.path == str(REPO / "README.md")
+    assert link_prediction_config_of(transfer).trainer.epochs == 1
+    other = f"task.source_overrides=['dataset.path={REPO / 'pyproject.toml'}']"
+    source = link_prediction_config_of(compose_config(*edgelist, f"dataset.path={REPO / 'README.md'}", other))
+    assert source.dataset.path == str(REPO / "pyproject.toml")
+
+
+def test_settings_of_b_that_a_does_not_take_are_named(compose_config):
+    """Another A takes task.source_overrides, not this run's overrides, which apply to B's run only: said at run time
+    (an AstroPh model trained 16 min at the file's settings under a transfer run given trainer.epochs=1)."""
+    base = ["experiment=transfer_link_prediction", "task.source=miserables", "dataset=miserables_cloned"]
+    transfer = compose_config(*base, "trainer.epochs=1", "encoder.distance=1", "threads=1", "progress=false")
+    assert transfer_pipeline.settings_a_lacks(transfer, link_prediction_config_of(transfer)) == [
+        "encoder.distance=1",
+        "trainer.epochs=1",
+    ]
+    transfer = compose_config(*base, "trainer.epochs=1", "task.source_overrides=['trainer.epochs=1']")
+    assert transfer_pipeline.settings_a_lacks(transfer, link_prediction_config_of(transfer)) == []
 
 
 @pytest.mark.parametrize("profile", ["quick", "full"])

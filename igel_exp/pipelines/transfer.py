@@ -4,10 +4,12 @@ A run of experiment=transfer_link_prediction carries the sections of B's link-pr
 `task.source`. Both models come from ordinary link-prediction runs, found by identity (igel.config_hash, as
 igel-reproduce finds runs) among the FINISHED runs of their experiment and run first where missing, so that the
 link-prediction table and this one share them: A's is `experiment=link_prediction dataset=<task.source>` with this
-run's seed and `task.source_overrides`, B's is this run's own config as experiment=link_prediction names it. Then
-B's residual graph is encoded with A's frozen encoder (A's α and δmax: B's degrees above δmax count as δmax) and
-embedded by A's W, and B's split is scored by the link-prediction evaluator with B's run's seed. With A = B the
-model re-embeds its own training graph, so the transfer AUC equals B's own, bit for bit on the same CPU.
+run's seed and `task.source_overrides`, B's is this run's own config as experiment=link_prediction names it. With
+task.source = dataset, A's is B's own run, this run's overrides included, with `task.source_overrides` on top (unless
+they name another graph); for another A, this run's overrides apply to B's run only, which the run says in a warning
+line. Then B's residual graph is encoded with A's frozen encoder (A's α and δmax: B's degrees above δmax count as
+δmax) and embedded by A's W, and B's split is scored by the link-prediction evaluator with B's run's seed. With A = B
+the model re-embeds its own training graph, so the transfer AUC equals B's own, bit for bit on the same CPU.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from igel_exp.tracking import (
     PARENT_RUN_ENV,
     SHARED_RUN_ENV,
     environ_set,
+    flatten,
     graph_name,
     run_name_of,
     store_call,
@@ -62,6 +65,17 @@ def transfer_link_prediction(config: DictConfig) -> dict[str, float]:
     """AUC of A's frozen model on B's split (auc, val_auc) beside B's own (own_auc, own_val_auc)."""
     task = config.task
     source_config = link_prediction_config_of(config)
+    lacks = settings_a_lacks(config, source_config)
+    if lacks:  # one line: B's overrides do not reach A, whose run may take 16 min at the file's settings (AstroPh)
+        one = len(lacks) == 1
+        log.warning(
+            "A's run (task.source=%s) does not take this run's %s, which %s to B's only: add %s to"
+            " task.source_overrides for A",
+            task.source,
+            " ".join(lacks),
+            "applies" if one else "apply",
+            "it" if one else "them",
+        )
     if source_config.encoder.name != "igel":
         raise ConfigError(
             f"task.source_overrides: A's run has encoder={source_config.encoder.name}, which embeds only the nodes"
@@ -117,7 +131,8 @@ def transfer_link_prediction(config: DictConfig) -> dict[str, float]:
 
 def link_prediction_config_of(config: DictConfig) -> DictConfig:
     """A's link-prediction run: experiment=link_prediction with dataset=<task.source>, this run's seed and
-    task.source_overrides; where and how it runs (the keys outside its identity) follow this run."""
+    task.source_overrides, or where task.source is this run's dataset B's own run with them (_b_with_source_overrides);
+    where and how it runs (the keys outside its identity) follow this run."""
     task = config.task
     given, parser = [str(item) for item in task.source_overrides], OverridesParser.create()
     for item in given:
@@ -141,10 +156,13 @@ def link_prediction_config_of(config: DictConfig) -> DictConfig:
     ]
     try:
         source = compose_packaged(overrides)
+        alone = compose_packaged(overrides[:3]) if str(task.source) == str(config.dataset.name) else None
     except (HydraException, OmegaConfBaseException) as error:
         raise ConfigError(
             f"task.source={task.source} task.source_overrides={list(task.source_overrides)}: " + describe(error)
         ) from None
+    if alone is not None:  # A is B's dataset: B's own run, unless task.source_overrides make A another graph
+        source = _b_with_source_overrides(config, source, alone) or source
     for key in NOT_IDENTITY:
         value = OmegaConf.select(config, key, default=_ABSENT)
         if value is not _ABSENT and OmegaConf.select(source, key, default=_ABSENT) is not _ABSENT:
@@ -159,6 +177,66 @@ def link_prediction_config_of(config: DictConfig) -> DictConfig:
 
 
 _ABSENT = object()
+
+
+def _b_with_source_overrides(config: DictConfig, source: DictConfig, alone: DictConfig) -> DictConfig | None:
+    """A's run where task.source is B's dataset: B's own link-prediction run, this run's settings and overrides
+    included (`igel-run ... task.source=facebook dataset=facebook trainer.epochs=1` trains one model, not a second
+    one at the file's epochs), with what task.source_overrides change: the values where `source` (A composed with them)
+    differs from `alone` (A composed without). None where they change A's graph (dataset.*): A is another graph then,
+    composed from task.source and task.source_overrides alone, as for any other A."""
+    own = _plain(own_config(config, source))
+    merged = _overlay(own, _plain(source), _plain(alone))
+    return OmegaConf.create(merged) if merged.get("dataset") == own.get("dataset") else None
+
+
+def _plain(config: DictConfig) -> dict:
+    return OmegaConf.to_container(config, resolve=True, throw_on_missing=False, enum_to_str=True)
+
+
+def _overlay(base: dict, given: dict, alone: dict) -> dict:
+    """`base` with the changes that turn `alone` into `given`; a section whose keys they change (a group override,
+    `encoder=deepwalk`) replaced whole."""
+    merged = copy.deepcopy(base)
+    for key, value in given.items():
+        before, mine = alone.get(key, _ABSENT), base.get(key, _ABSENT)
+        if value == before:
+            continue
+        if (
+            isinstance(value, dict)
+            and isinstance(before, dict)
+            and isinstance(mine, dict)
+            and value.keys() == before.keys()
+        ):
+            merged[key] = _overlay(mine, value, before)
+        else:
+            merged[key] = copy.deepcopy(value)
+    for key in alone.keys() - given.keys():  # left out by a source override (~key)
+        merged.pop(key, None)
+    return merged
+
+
+def settings_a_lacks(config: DictConfig, source: DictConfig) -> list[str]:
+    """This run's settings of B's link-prediction run (its values that experiment=link_prediction dataset=B does not
+    compose: the command line's overrides) that A's run does not share, A's graph (dataset.*) and where and how runs
+    run (NOT_IDENTITY) aside: `trainer.epochs=1` on a transfer from another dataset trains A at the file's epochs."""
+    try:
+        alone = compose_packaged(
+            [f"experiment={SOURCE_EXPERIMENT}", f"dataset={config.dataset.name}", f"seed={config.seed}"]
+        )
+    except (HydraException, OmegaConfBaseException):  # B's dataset is no packaged option (--config-dir): unknown
+        return []
+    own, a, b = (flatten(_plain(item)) for item in (own_config(config, source), source, alone))
+    skipped = ("dataset.", *(f"{key}." for key in NOT_IDENTITY))
+    return [
+        f"{key}={_shown(value)}"
+        for key, value in own.items()
+        if not f"{key}.".startswith(skipped) and b.get(key, _ABSENT) != value and a.get(key, _ABSENT) != value
+    ]
+
+
+def _shown(value: object) -> str:
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def own_config(config: DictConfig, source_config: DictConfig) -> DictConfig:
