@@ -5,11 +5,14 @@ dataset, conf/specialise/protocol/<protocol>_<task>_<dataset>.yaml, that set ord
 such a file when it exists and silently skips it otherwise (an `optional` default), so a protocol asked of a task and
 dataset without a file would run the faithful computation under another name: `check_protocol` refuses it first.
 
-A run's protocol names what it ran, so a run tagged with one holds every switch of it (`check_switches`): under
-`protocol=authors` each key its files set for the task and dataset holds the file's value, and under `protocol=faithful`
-each of those keys holds its faithful value. An override that sets one otherwise (`protocol=authors
-trainer.batching=walks`, `protocol=faithful dataset.parallel_edges=true` on Facebook) would run neither path under a
-protocol's name, which igel-report would count in that protocol's column: it is refused.
+A run's protocol names what it ran, so every switch of it holds (`overridden`): under `protocol=authors` each key its
+files set for the task and dataset keeps the file's value, and under `protocol=faithful` each of those keys keeps its
+faithful value. An override that sets one otherwise (`protocol=authors trainer.batching=walks`; `protocol=faithful
+dataset.parallel_edges=true` on Sister Cities, the ablation that ruled the parallel edges out) runs neither path.
+igel-run runs it, as a researcher's ablation, and says so: a warning, and its `igel.protocol` tag and its name say
+`faithful with dataset.parallel_edges=true` (`label`), so no one reads it as a protocol's run. igel-reproduce and
+igel-report refuse it (`check_switches`): a table's columns are the protocols, and such an override would put runs of
+neither path in them.
 """
 
 from __future__ import annotations
@@ -107,21 +110,37 @@ def held(config: DictConfig) -> dict[str, tuple[Any, dict[str, Any]]]:
     return values
 
 
-def check_switches(config: DictConfig) -> None:
-    """Raise ConfigError where an override sets a key that the config's protocol holds (`held`) to another value: a run
-    of neither path under its name, which igel-report would count in its column."""
-    protocol = str(config.get("protocol", DEFAULT))
-    expected = held(config)
+def overridden(config: DictConfig) -> dict[str, Any]:
+    """The keys that the config's protocol holds (`held`) and an override set to another value, with those values."""
     changed = {}
-    for key, (value, _) in sorted(expected.items()):
+    for key, (value, _) in sorted(held(config).items()):
         got = OmegaConf.select(config, key, default=_ABSENT)
         if got is not _ABSENT and got != value:
             changed[key] = got
-    if not changed:
-        return
-    them = "it" if len(changed) == 1 else "them"
+    return changed
+
+
+def label(config: DictConfig) -> str:
+    """What a run ran, as its `igel.protocol` tag and its name say it: its protocol, or where overrides set some of
+    its switches otherwise, `faithful with dataset.parallel_edges=true`, which no table counts as a protocol's run."""
+    protocol = str(config.get("protocol", DEFAULT))
+    changed = overridden(config) if "task" in config and "dataset" in config else {}  # igel-embed's has no task
+    return f"{protocol} with {_settings(changed)}" if changed else protocol
+
+
+def check_switches(config: DictConfig) -> None:
+    """Raise ConfigError where an override sets a key that the config's protocol holds to another value (`overridden`):
+    a table's job of neither path, which its protocol's column would count (igel-reproduce and igel-report)."""
+    changed = overridden(config)
+    if changed:
+        raise ConfigError(f"{switched_otherwise(config, changed)}: leave {'it' if len(changed) == 1 else 'them'} out")
+
+
+def switched_otherwise(config: DictConfig, changed: dict[str, Any]) -> str:
+    """What the protocol holds that `changed` sets otherwise, and the protocol to run instead where one holds it so."""
+    protocol = str(config.get("protocol", DEFAULT))
+    expected = held(config)
     holds = ", ".join(f"{key}={_shown(expected[key][0])}" for key in changed)
-    given = ", ".join(f"{key}={_shown(value)}" for key, value in changed.items())
     where = f"task={config.task.name} on dataset={config.dataset.name}"
     if protocol == DEFAULT:
         switching = sorted({other for key in changed for other in expected[key][1]})
@@ -130,11 +149,12 @@ def check_switches(config: DictConfig) -> None:
         instead = [other for other in switching if all(expected[key][1].get(other) == changed[key] for key in changed)]
     else:
         holds, instead = f"sets {holds} for {where}", [DEFAULT]
-    otherwise = f", or run protocol={instead[0]}" if instead else ""
-    raise ConfigError(
-        f"protocol={protocol} {holds}; {given} would make a run of neither path under its name: leave {them}"
-        f" out{otherwise}"
-    )
+    otherwise = f" (or run protocol={instead[0]})" if instead else ""
+    return f"protocol={protocol} {holds}; {_settings(changed)} makes a run of neither path{otherwise}"
+
+
+def _settings(changed: dict[str, Any]) -> str:
+    return ", ".join(f"{key}={_shown(value)}" for key, value in changed.items())
 
 
 def _dotted(mapping: dict, prefix: str = "") -> dict[str, Any]:

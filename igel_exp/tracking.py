@@ -40,6 +40,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from igel_exp.errors import FAILED_RUN, JobTaken, StoreError, first_line
 from igel_exp.identity import HASH_TAG, config_hash
+from igel_exp.protocol import DEFAULT as DEFAULT_PROTOCOL
+from igel_exp.protocol import label, overridden, switched_otherwise
 
 try:
     import fcntl
@@ -653,9 +655,19 @@ def run_name_of(config: DictConfig, *details: str, encoded: bool = True, graph: 
     if dataset is None:
         return None
     method = [] if encoder is None else [f"α={encoder.distance}" if encoder.name == "igel" else str(encoder.name)]
-    protocol = config.get("protocol", "faithful")  # the authors' path beside the faithful run of the same setting
-    path = [] if protocol == "faithful" else [str(protocol)]
+    ran = label(config)  # the authors' path beside the faithful run of the same setting; an ablation of either
+    path = [] if ran == DEFAULT_PROTOCOL else [ran]
     return " ".join([graph or graph_name(dataset), *method, *details, *path, f"seed={config.seed}"])
+
+
+def _ran(config: DictConfig) -> str:
+    """The run's `igel.protocol` tag: its protocol, or what it ran where overrides set some of its switches otherwise
+    (protocol.label), said in a warning: an ablation a researcher runs on purpose, which no table counts."""
+    ran = label(config)
+    changed = overridden(config) if ran != config.get("protocol", DEFAULT_PROTOCOL) else {}
+    if changed:
+        log.warning("%s: the run is tagged and named '%s'", switched_otherwise(config, changed), ran)
+    return ran
 
 
 def graph_name(dataset: DictConfig) -> str:
@@ -686,7 +698,7 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
     # the run's identity: igel-reproduce skips a job whose hash has a FINISHED run, igel-report finds tables by it
     tags = {
         HASH_TAG: config_hash(resolved),
-        PROTOCOL_TAG: str(resolved.get("protocol", "faithful")),
+        PROTOCOL_TAG: _ran(config),
         **alive_tags(),
         **({SWEEP_TAG: parent} if parent else {}),
     }

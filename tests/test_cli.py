@@ -102,8 +102,6 @@ INVALID = [
     (["name=[a]"], "name=[a]: expected a string"),  # was "name=['a']: Error merging override name=[a]"
     (["name=é"], "name=é: Hydra's override grammar cannot read it; quote a value that holds spaces or characters"),
     (["protocol=authors", "trainer.noise=degree"], "trainer.batching=buckets draws its negatives uniformly"),
-    # a switch of the protocol undone: a run of neither path under its name (the run was tagged protocol=authors)
-    (["protocol=authors", "trainer.batching=walks"], "protocol=authors sets trainer.batching=buckets for task=clust"),
     # settings a run logged as its own and never read
     (["experiment=link_prediction", "task.source=astroph"], "task.source=astroph is read by experiment=transfer_link"),
     (["experiment=ppi_features", "trainer.pretrain.epochs=5"], "trainer.pretrain.epochs=5 pre-trains IGEL's W, which"),

@@ -1,6 +1,7 @@
 """protocol=: the authors' code path as ordinary switches of the boxes, its refusal where it is not defined, the
 identity of faithful runs (unchanged by the keys it added), and each switch on small real graphs and real data."""
 
+import logging
 import math
 import subprocess
 import sys
@@ -115,19 +116,18 @@ UNDONE = [
     (
         ["protocol=authors", "trainer.batching=walks"],
         "protocol=authors sets trainer.batching=buckets for task=clustering on dataset=miserables_cloned;"
-        " trainer.batching=walks would make a run of neither path under its name: leave it out, or run"
-        " protocol=faithful",
+        " trainer.batching=walks makes a run of neither path (or run protocol=faithful): leave it out",
     ),
     (
         ["protocol=authors", "encoder.weight_init=normal", "task.score_neighbourhood=open"],
         "protocol=authors sets encoder.weight_init=distance_scaled, task.score_neighbourhood=closed for"
-        " task=clustering on dataset=miserables_cloned; encoder.weight_init=normal, task.score_neighbourhood=open would"
-        " make a run of neither path under its name: leave them out, or run protocol=faithful",
+        " task=clustering on dataset=miserables_cloned; encoder.weight_init=normal, task.score_neighbourhood=open makes"
+        " a run of neither path (or run protocol=faithful): leave them out",
     ),
     (
         ["experiment=link_prediction", "dataset=astroph", "protocol=authors", "dataset.parallel_edges=false"],
         "protocol=authors sets dataset.parallel_edges=true for task=link_prediction on dataset=astroph;"
-        " dataset.parallel_edges=false would make",
+        " dataset.parallel_edges=false makes",
     ),
     (
         ["experiment=sister_cities", "protocol=authors", "task.ranking_graph=undirected"],
@@ -137,20 +137,19 @@ UNDONE = [
     (
         ["trainer.batching=buckets"],
         "protocol=faithful keeps trainer.batching=walks for task=clustering on dataset=miserables_cloned, which"
-        " protocol=authors switches; trainer.batching=buckets would make a run of neither path under its name: leave"
-        " it out, or run protocol=authors",
+        " protocol=authors switches; trainer.batching=buckets makes a run of neither path (or run protocol=authors):"
+        " leave it out",
     ),
     (
         ["experiment=link_prediction", "dataset=facebook", "dataset.parallel_edges=true"],
         "protocol=faithful keeps dataset.parallel_edges=false for task=link_prediction on dataset=facebook, which"
-        " protocol=authors switches; dataset.parallel_edges=true would make a run of neither path under its name:"
-        " leave it out, or run protocol=authors",
+        " protocol=authors switches; dataset.parallel_edges=true makes a run of neither path (or run"
+        " protocol=authors): leave it out",
     ),
     (  # neither protocol's value: no protocol to run instead
         ["encoder.distance=3", "encoder.encoded_distance=2"],
         "protocol=faithful keeps encoder.encoded_distance=null for task=clustering on dataset=miserables_cloned, which"
-        " protocol=authors switches; encoder.encoded_distance=2 would make a run of neither path under its name:"
-        " leave it out",
+        " protocol=authors switches; encoder.encoded_distance=2 makes a run of neither path: leave it out",
     ),
 ]
 # Overrides the protocols leave free: keys they do not hold, keys of another encoder, a graph with no authors' path
@@ -165,18 +164,29 @@ FREE = [
 
 
 @pytest.mark.parametrize("overrides, line", UNDONE)
-def test_an_override_that_undoes_a_protocols_switch_is_refused_before_any_run(compose_config, overrides, line):
-    """protocol=authors with trainer.batching=walks ran, tagged and named authors, and igel-report counted it in the
-    authors' column: a run of neither path. So did protocol=faithful with one of the authors' switches. Refused by
-    pipelines.check, before the run (test_cli.py: igel-run's one line, no store)."""
+def test_an_override_that_undoes_a_protocols_switch_is_refused_by_tables_and_named_by_runs(
+    compose_config, overrides, line
+):
+    """protocol=authors with trainer.batching=walks ran, tagged and named authors: a run of neither path, which a table
+    swept with that override counted in the authors' column. So did protocol=faithful with one of the authors' switches.
+    A table's jobs refuse it (check_switches; igel-reproduce's test below); a run says what it ran (label: its tag and
+    name, test_igel_run_names_and_tags_an_ablation_by_what_it_ran), an ablation a researcher runs on purpose."""
+    config = compose_config(*overrides)
+    pipelines.check(config)  # igel-run runs it
     with pytest.raises(ConfigError) as error:
-        pipelines.check(compose_config(*overrides))
+        protocols.check_switches(config)
     assert str(error.value).startswith(line)
+    changed = protocols.overridden(config)
+    assert changed and protocols.label(config) == (
+        f"{config.protocol} with " + ", ".join(f"{key}={protocols._shown(value)}" for key, value in changed.items())
+    )
 
 
 @pytest.mark.parametrize("overrides", FREE)
 def test_overrides_of_keys_the_protocol_does_not_hold_are_free(compose_config, overrides):
-    protocols.check_switches(compose_config(*overrides))
+    config = compose_config(*overrides)
+    protocols.check_switches(config)
+    assert protocols.label(config) == config.protocol
 
 
 def test_igel_reproduce_refuses_an_override_that_undoes_a_switch_of_its_jobs():
@@ -222,6 +232,19 @@ def test_runs_log_their_protocol_as_a_param_and_a_tag(compose_config, store_uri)
             pass
         run = mlflow.get_run(logger.run_id)
         assert (run.data.params["protocol"], run.data.tags[PROTOCOL_TAG]) == (protocol, protocol)
+
+
+def test_igel_run_names_and_tags_an_ablation_by_what_it_ran(compose_config, store_uri, caplog):
+    """An override of a protocol's switch (the faithful path on Sister Cities' multigraph, the ablation that ruled its
+    parallel edges out) runs, and its tag, name and a warning say what ran (it was tagged and named as faithful's)."""
+    config = compose_config("experiment=sister_cities", "dataset.parallel_edges=true")
+    with caplog.at_level(logging.WARNING), tracked_run(config, "toy") as logger:
+        pass
+    run = mlflow.get_run(logger.run_id)
+    ran = "faithful with dataset.parallel_edges=true"
+    assert (run.data.params["protocol"], run.data.tags[PROTOCOL_TAG]) == ("faithful", ran)
+    assert run.info.run_name == f"sister_cities α=4 {ran} seed=0"
+    assert f"makes a run of neither path (or run protocol=authors): the run is tagged and named '{ran}'" in caplog.text
 
 
 # --- the switches -------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 from igel_exp import schema
 from igel_exp.data import DataContext, check_dataset, check_files, resolve_data_root
 from igel_exp.errors import BudgetError, ConfigError, IgelError, first_line
-from igel_exp.protocol import check_protocol, check_switches
+from igel_exp.protocol import check_protocol
 from igel_exp.tracking import artifact_bars
 from igel_exp.training import BUCKETS_NEED_UNIFORM_NOISE, resolve_device, seed_everything, set_threads
 
@@ -63,7 +63,6 @@ def check(config: DictConfig, given: Iterable[str] = ()) -> DictConfig:
     resolve_device(config.trainer.device)
     for function in CHECKS.get(name, []):
         function(config)
-    check_switches(config)  # an override of a key the protocol holds: a run of neither path under its name
     return config
 
 
