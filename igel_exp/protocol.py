@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from igel_exp.errors import ConfigError
 from igel_exp.identity import ADDED_DEFAULTS
-from igel_exp.schema import group_options
+from igel_exp.schema import group_options, shown_value
 
 DEFAULT = "faithful"
 SWITCHES = ("specialise", "protocol")  # the folder of the switch files in the packaged config tree
@@ -140,7 +140,7 @@ def switched_otherwise(config: DictConfig, changed: dict[str, Any]) -> str:
     """What the protocol holds that `changed` sets otherwise, and the protocol to run instead where one holds it so."""
     protocol = str(config.get("protocol", DEFAULT))
     expected = held(config)
-    holds = ", ".join(f"{key}={_shown(expected[key][0])}" for key in changed)
+    holds = ", ".join(f"{key}={shown_value(expected[key][0])}" for key in changed)
     where = f"task={config.task.name} on dataset={config.dataset.name}"
     if protocol == DEFAULT:
         switching = sorted({other for key in changed for other in expected[key][1]})
@@ -154,7 +154,7 @@ def switched_otherwise(config: DictConfig, changed: dict[str, Any]) -> str:
 
 
 def _settings(changed: dict[str, Any]) -> str:
-    return ", ".join(f"{key}={_shown(value)}" for key, value in changed.items())
+    return ", ".join(f"{key}={shown_value(value)}" for key, value in changed.items())
 
 
 def _dotted(mapping: dict, prefix: str = "") -> dict[str, Any]:
@@ -165,12 +165,3 @@ def _dotted(mapping: dict, prefix: str = "") -> dict[str, Any]:
         else:
             flat[f"{prefix}{key}"] = value
     return flat
-
-
-def _shown(value: Any) -> str:
-    """A value as an override writes it: true, null."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)

@@ -667,12 +667,12 @@ def _not_text(name: str, item: Any) -> str:
     if not isinstance(item, bool | int | float):  # a list or a mapping
         return f"{name}={Override._get_value_element_as_str(OmegaConf.to_container(item))}: expected a string"
     if isinstance(item, bool):
-        kind, example = "true or false", _shown(item)
+        kind, example = "true or false", shown_value(item)
     else:
         kind, example = "a number (1e5 is 100000.0 to it, 1_000 is 1000)", "1e5"
     return (
-        f"{name}={_shown(item)}: Hydra read the value as {kind}, not as text: quote it as typed, inside the shell's"
-        f" quotes ({name}=\"'{example}'\")"
+        f"{name}={shown_value(item)}: Hydra read the value as {kind}, not as text: quote it as typed, inside the"
+        f" shell's quotes ({name}=\"'{example}'\")"
     )
 
 
@@ -692,7 +692,7 @@ def _out_of_range(item: Any, metadata: Any) -> str | None:
         return f"a number ≥ {metadata['min']}"
     if "one_of" in metadata:
         taken = any(type(item) is type(choice) and item == choice for choice in metadata["one_of"])
-        return None if taken else f"one of {', '.join(_shown(choice) for choice in metadata['one_of'])}"
+        return None if taken else f"one of {', '.join(shown_value(choice) for choice in metadata['one_of'])}"
     if "pattern" in metadata:
         return None if re.fullmatch(metadata["pattern"], str(item)) else f"one of {metadata['meaning']}"
     if not {"min", "above", "below"} & set(metadata):
@@ -714,9 +714,9 @@ def _out_of_range(item: Any, metadata: Any) -> str | None:
     return None if inside else f"{kind} {' and '.join(bounds)}"
 
 
-def _shown(choice: Any) -> str:
-    """A choice as a YAML file or the command line write it."""
-    return str(choice).lower() if isinstance(choice, bool) else str(choice)
+def shown_value(value: Any) -> str:
+    """A value as a YAML file or the command line write it: true, null."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def plain(config: DictConfig) -> DictConfig:
@@ -766,7 +766,7 @@ def _with_reason(error: BaseException) -> str:
 
 
 def _describe_key(key: str, given: Any, text: str) -> str:
-    shown = f"{key}={_shown(given)}" if given is not None else key
+    shown = f"{key}={shown_value(given)}" if given is not None else key
     typed = _find(r"Error merging override (.+)", text) or shown  # as on the command line: name=[a], not name=['a']
     # OmegaConf's words: "Value 'x' could not be converted to Integer", "Cannot convert 'list' to string"
     converted = _find(r"could not be converted to (\w+)", text) or _find(r"Cannot convert '\w+' to (\w+)", text)

@@ -23,6 +23,7 @@ from igel_exp.identity import config_hash
 from igel_exp.models import FreeEmbedding, IGELEmbedding, distance_scaled_weight
 from igel_exp.pipelines.common import build_encoder, initialise_weight
 from igel_exp.plan import default_experiments_dir, load_plan
+from igel_exp.schema import shown_value
 from igel_exp.tracking import PROTOCOL_TAG, flatten, tracked_run
 from igel_exp.training import SkipGramTrainer
 from igel_exp.walks import CSRGraph, epoch_walks
@@ -178,7 +179,7 @@ def test_an_override_that_undoes_a_protocols_switch_is_refused_by_tables_and_nam
     assert str(error.value).startswith(line)
     changed = protocols.overridden(config)
     assert changed and protocols.label(config) == (
-        f"{config.protocol} with " + ", ".join(f"{key}={protocols._shown(value)}" for key, value in changed.items())
+        f"{config.protocol} with " + ", ".join(f"{key}={shown_value(value)}" for key, value in changed.items())
     )
 
 

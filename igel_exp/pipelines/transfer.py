@@ -36,7 +36,7 @@ from igel_exp.pipelines.common import Stages, load
 from igel_exp.pipelines.embed import inductive_metrics
 from igel_exp.pipelines.link_prediction import configured_split, data_key
 from igel_exp.saved_model import ARTIFACT, IGELModel
-from igel_exp.schema import describe
+from igel_exp.schema import describe, shown_value
 from igel_exp.tasks.link_prediction import link_prediction_scores
 from igel_exp.tracking import (
     PARENT_RUN_ENV,
@@ -229,14 +229,10 @@ def settings_a_lacks(config: DictConfig, source: DictConfig) -> list[str]:
     own, a, b = (flatten(_plain(item)) for item in (own_config(config, source), source, alone))
     skipped = ("dataset.", *(f"{key}." for key in NOT_IDENTITY))
     return [
-        f"{key}={_shown(value)}"
+        f"{key}={shown_value(value)}"
         for key, value in own.items()
         if not f"{key}.".startswith(skipped) and b.get(key, _ABSENT) != value and a.get(key, _ABSENT) != value
     ]
-
-
-def _shown(value: object) -> str:
-    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def own_config(config: DictConfig, source_config: DictConfig) -> DictConfig:
