@@ -371,6 +371,25 @@ def test_default_run_end_to_end(tmp_path):
     assert embeddings.shape == (154, 8)
 
 
+def test_a_run_is_run_again_from_its_logged_config(tmp_path):
+    """The README's recipe: a run's config.yaml, renamed (--config-dir cannot replace igel-run's own config.yaml) and
+    passed to igel-run, is the same run again: its identity, and on the same machine its embeddings."""
+    assert igel_run(*QUICK, "seed=3", "encoder.distance=2", cwd=tmp_path).returncode == 0
+    [first] = runs(tmp_path).itertuples()
+    again = tmp_path / "again"
+    mlflow.artifacts.download_artifacts(f"runs:/{first.run_id}/config.yaml", dst_path=str(again))
+    (again / "config.yaml").rename(again / "run.yaml")
+    result = igel_run("--config-dir", str(again), "--config-name", "run", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    both = runs(tmp_path).sort_values("start_time")
+    assert list(both["tags.mlflow.runName"]) == ["miserables_cloned α=2 seed=3"] * 2
+    assert both["tags.igel.config_hash"].nunique() == 1
+    first_embeddings, second_embeddings = (
+        np.load(mlflow.artifacts.download_artifacts(f"runs:/{run_id}/embeddings.npy")) for run_id in both.run_id
+    )
+    np.testing.assert_array_equal(first_embeddings, second_embeddings)
+
+
 def test_an_objective_that_no_metric_has_is_a_warning_after_the_stored_run(tmp_path):
     result = igel_run(*QUICK, "task.objective=modularty", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
