@@ -218,7 +218,7 @@ class EdgeFileDataset(Dataset):
 
 @dataclass
 class EdgeListDataset(EdgeFileDataset):
-    path: str = value()
+    path: Any = text("edge list files")  # typed Any: a str, which check requires (dataset.path=1e5: see text)
     node_ids: NodeIds = value()
 
 
@@ -237,8 +237,8 @@ class PPIDataset(Dataset):
 
 @dataclass
 class GraphSageDataset(Dataset):
-    path: str = value()
-    prefix: str = value()
+    path: Any = text("GraphSAGE folders")
+    prefix: Any = text("GraphSAGE file prefixes")
     features: bool = value()
     labels: bool = value()
 
@@ -668,8 +668,9 @@ def _not_text(name: str, item: Any) -> str:
         return f"{name}={Override._get_value_element_as_str(OmegaConf.to_container(item))}: expected a string"
     if isinstance(item, bool):
         kind, example = "true or false", shown_value(item)
-    else:
-        kind, example = "a number (1e5 is 100000.0 to it, 1_000 is 1000)", "1e5"
+    else:  # an int's digits are most likely as typed (1_000 aside); a float's are not (1e5, 1.50)
+        kind = "a number (1e5 is 100000.0 to it, 1_000 is 1000)"
+        example = shown_value(item) if isinstance(item, int) else "1e5"
     return (
         f"{name}={shown_value(item)}: Hydra read the value as {kind}, not as text: quote it as typed, inside the"
         f" shell's quotes ({name}=\"'{example}'\")"

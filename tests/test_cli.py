@@ -99,6 +99,13 @@ INVALID = [
     (["seed=null"], "seed=null: expected a value"),
     (["tracking.uri=runs.db"], "tracking.uri=runs.db is a path, which MLflow takes for a file store"),
     (["tracking.uri="], "tracking.uri=: expected one of the non-blank URIs"),  # was ./mlflow.db, unsaid
+    # a file name that Hydra reads as a number (it looked for the file '100000.0', or '2024' typed as 2_024)
+    (["dataset=edgelist", "dataset.path=1e5"], "dataset.path=100000.0: Hydra read the value as a number (1e5 is"),
+    (
+        ["dataset=edgelist", "dataset.path=2024"],
+        "dataset.path=2024: Hydra read the value as a number (1e5 is 100000.0 to it, 1_000 is 1000), not as text: quote"
+        """ it as typed, inside the shell's quotes (dataset.path="'2024'")""",
+    ),
     (["name=[a]"], "name=[a]: expected a string"),  # was "name=['a']: Error merging override name=[a]"
     (["name=é"], "name=é: Hydra's override grammar cannot read it; quote a value that holds spaces or characters"),
     (["protocol=authors", "trainer.noise=degree"], "trainer.batching=buckets draws its negatives uniformly"),
