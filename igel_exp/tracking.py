@@ -664,9 +664,8 @@ def _ran(config: DictConfig) -> str:
     """The run's `igel.protocol` tag: its protocol, or what it ran where overrides set some of its switches otherwise
     (protocol.label), said in a warning: an ablation a researcher runs on purpose, which no table counts."""
     ran = label(config)
-    changed = overridden(config) if ran != config.get("protocol", DEFAULT_PROTOCOL) else {}
-    if changed:
-        log.warning("%s: the run is tagged and named '%s'", switched_otherwise(config, changed), ran)
+    if ran != str(config.get("protocol", DEFAULT_PROTOCOL)):
+        log.warning("%s: the run is tagged and named '%s'", switched_otherwise(config, overridden(config)), ran)
     return ran
 
 
