@@ -146,6 +146,9 @@ def test_a_source_that_cannot_transfer_is_refused(compose_config, store_uri):
     base = ["experiment=transfer_link_prediction", "dataset=miserables", *RUNTIME]
     with pytest.raises(ConfigError, match="A's run has encoder=deepwalk, which embeds only the nodes it was trained"):
         pipelines.run(compose_config(*base, "task.source_overrides=['encoder=deepwalk']"))
+    # with A = B, A's run is B's own: its encoder came from this run's (it blamed task.source_overrides)
+    with pytest.raises(ConfigError, match=r"^encoder=deepwalk with task.source=miserables, this run's dataset: A's"):
+        pipelines.run(compose_config(*base, "task.source=miserables", "encoder=deepwalk"))
     with pytest.raises(ConfigError, match=r"^task.source=nope task.source_overrides=\[\]: .*dataset/nope"):
         pipelines.run(compose_config(*base, "task.source=nope"))
     with pytest.raises(

@@ -77,9 +77,13 @@ def transfer_link_prediction(config: DictConfig) -> dict[str, float]:
             "it" if one else "them",
         )
     if source_config.encoder.name != "igel":
+        # with A = B, A's run is B's own: its encoder is this run's unless task.source_overrides set another
+        given = "task.source_overrides"
+        if str(task.source) == str(config.dataset.name) and config.encoder.name == source_config.encoder.name:
+            given = f"encoder={config.encoder.name} with task.source={task.source}, this run's dataset"
         raise ConfigError(
-            f"task.source_overrides: A's run has encoder={source_config.encoder.name}, which embeds only the nodes"
-            " it was trained on; transfer needs encoder=igel"
+            f"{given}: A's run has encoder={source_config.encoder.name}, which embeds only the nodes it was trained"
+            " on; transfer needs encoder=igel"
         )
     uri = use_store(tracking_uri(config.get("tracking", {}).get("uri")))
     stages = Stages()
