@@ -1,6 +1,7 @@
 """Errors caused by the user's input (config, data): the CLI prints them as one line, without a traceback."""
 
 import argparse
+import os
 from pathlib import Path
 from typing import NoReturn
 
@@ -73,6 +74,15 @@ class OneLineParser(argparse.ArgumentParser):
 def nearest_existing(path: Path) -> Path | None:
     """`path`, or the nearest of its folders that exists (None where none does: a relative path's first part)."""
     return next((folder for folder in [path, *path.parents] if folder.exists()), None)
+
+
+def same_file(one: str | Path, other: str | Path) -> bool:
+    """Whether two paths name one file: the same one where both are there (a symlink, a hard link, a folder mounted
+    twice), else the same path once resolved (one not there, or not to be reached)."""
+    try:
+        return os.path.samefile(one, other)
+    except OSError:
+        return os.path.realpath(one) == os.path.realpath(other)  # not Path.resolve: it raises at a symlink loop
 
 
 def file_in_the_way(path: Path) -> Path | None:

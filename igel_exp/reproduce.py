@@ -50,6 +50,7 @@ from igel_exp.errors import (
     StoreError,
     first_line,
     output_file,
+    same_file,
     yaml_problem,
 )
 from igel_exp.estimate import Estimate, Estimator, duration_text, finished_durations, load_kinds, reuse_key
@@ -67,7 +68,7 @@ from igel_exp.reporting import (
     planned_jobs,
     render,
 )
-from igel_exp.schema import BASIC_LAUNCHER, JOBLIB_LAUNCHER, check_launcher, joblib_jobs, joblib_settings
+from igel_exp.schema import BASIC_LAUNCHER, JOBLIB_LAUNCHER, check_launcher, joblib_settings
 from igel_exp.tracking import (
     DEFAULT_STORE,
     HEARTBEATS,
@@ -519,7 +520,7 @@ def _jobs_at_once(launcher: DictConfig | None, launch: Sequence[str]) -> tuple[i
     import joblib  # not at the top: igel-report need not import it
 
     n_jobs = joblib_settings(launcher).get("n_jobs")
-    jobs = joblib_jobs(launcher)
+    jobs = joblib.effective_n_jobs(n_jobs)  # -1: all the machine's cores, as joblib counts them, -2: all but one, ...
     given = any(item.startswith("hydra.launcher.n_jobs=") for item in launch)
     setting = f"hydra.launcher.n_jobs={n_jobs}" + ("" if given else ", the joblib launcher's default")
     if isinstance(n_jobs, int) and n_jobs < 0:  # joblib's rule: the machine's cores + 1 + n_jobs, at least one
@@ -585,7 +586,7 @@ def _check_output(arguments: argparse.Namespace, uri: str) -> None:
     if output is None:
         return
     database = sqlite_file(uri)
-    if database is not None and (output.resolve() == database.resolve() or _same_file(output, database)):
+    if database is not None and same_file(output, database):
         raise ConfigError(  # -o mlflow.db wrote the tables over the store: every run lost
             f"--output {output} is the MLflow store {uri}: the tables would overwrite its runs; name another file"
         )
@@ -610,14 +611,6 @@ def _check_output(arguments: argparse.Namespace, uri: str) -> None:
             output.unlink()
     except OSError as error:
         raise ConfigError(f"--output {output}: cannot write it ({error.strerror or error})") from None
-
-
-def _same_file(one: Path, other: Path) -> bool:
-    """Whether both exist and are one file (a hard link, a folder mounted twice)."""
-    try:
-        return one.samefile(other)
-    except OSError:
-        return False
 
 
 def _write(tables: list[Table], arguments: argparse.Namespace) -> None:

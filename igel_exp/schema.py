@@ -505,14 +505,6 @@ def joblib_settings(launcher: DictConfig) -> dict:
     return settings
 
 
-def joblib_jobs(launcher: DictConfig) -> int:
-    """How many jobs Hydra's joblib launcher runs at once: joblib's effective n_jobs (-1: all the machine's cores, as
-    joblib counts them, -2: all but one, ...)."""
-    import joblib
-
-    return joblib.effective_n_jobs(joblib_settings(launcher).get("n_jobs"))
-
-
 def check_launcher(launcher: DictConfig) -> None:
     """Raise ConfigError for settings of Hydra's joblib launcher (`hydra.launcher.*`) that joblib refuses: it reads them
     only when the jobs launch, after the sweep's store and parent run are made (`hydra.launcher.n_jobs=0` was a
@@ -525,7 +517,7 @@ def check_launcher(launcher: DictConfig) -> None:
     settings = joblib_settings(launcher)
     try:
         joblib.Parallel(**settings)  # checks the backend's hints
-        n_jobs = joblib_jobs(launcher)
+        n_jobs = joblib.effective_n_jobs(settings.get("n_jobs"))
     except (TypeError, ValueError) as error:
         raise ConfigError(f"hydra.launcher: joblib refuses its settings: {error}") from None
     # read by joblib only as the jobs are dispatched: 0 ran none (a FINISHED sweep of no runs), a word a traceback

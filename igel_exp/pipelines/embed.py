@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 from igel_exp import schema
 from igel_exp.data import check_dataset, check_files
 from igel_exp.data.registry import SEEDED
-from igel_exp.errors import ModelError
+from igel_exp.errors import ModelError, same_file
 from igel_exp.identity import SOURCE_RUN_TAG
 from igel_exp.pipelines import data_context
 from igel_exp.pipelines.common import Stages, load
@@ -138,16 +138,11 @@ def _same_files(trained: dict, dataset: DictConfig) -> bool:
 
 
 def _same_path(trained: object, given: str) -> bool:
-    """Whether the model's run's dataset.path and this run's name one file: the same one (a symlink, a hard link, where
-    both are there), else the same path once resolved. A relative path of the model's run (its config keeps the path as
-    given) is read from the folder igel-embed runs in, as its own is: where the model's run ran is not recorded."""
-    if not isinstance(trained, str):
-        return False
-    trained, given = os.path.expanduser(trained), os.path.expanduser(given)  # as the datasets read them
-    try:
-        return os.path.samefile(trained, given)
-    except OSError:  # one of them is not there (moved, deleted), or not to be reached
-        return os.path.realpath(trained) == os.path.realpath(given)  # not Path.resolve: it raises at a symlink loop
+    """Whether the model's run's dataset.path and this run's name one file (errors.same_file). A relative path of the
+    model's run (its config keeps the path as given) is read from the folder igel-embed runs in, as its own is: where
+    the model's run ran is not recorded."""
+    # expanded as the datasets read them
+    return isinstance(trained, str) and same_file(os.path.expanduser(trained), os.path.expanduser(given))
 
 
 def source_model(source: str, uri: str | None, progress: bool = True) -> IGELModel:
