@@ -1,11 +1,17 @@
 """Benchmark: the vectorised IGEL encoder against the plain per-node Python BFS reference, same process.
 
     python scripts/bench_encoder.py [--data-root DIR] [--distances 1 2 3] [--reference-nodes N]
+    python scripts/bench_encoder.py --chunks NODES [--distances 1 2] [--threads T] [--repeats 2]
 
 Graphs: Facebook from the data root ($IGEL_DATA_DIR, else ../shared/data beside the repo) and an
 Erdős–Rényi graph. For each α it prints the encoder's best-of-3 wall time and its peak traced memory,
 the reference's time (over all nodes, or extrapolated from a sample of --reference-nodes), and the
 ratio. The encoder's output is checked against the reference on the nodes the reference encoded.
+
+With --chunks: the encoder as it chunks a large graph (its chunks grown where their balls span little of the graph,
+encoding.grown_chunk) against chunks of encoder.chunk_size's 256 sources, on an Erdős–Rényi graph of NODES nodes and
+average degree 8, T threads (default: every core); each α alternating, best of --repeats each, the counts checked
+equal.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from pathlib import Path
 import igraph as ig
 import numpy as np
 
+from igel_exp import encoding
 from igel_exp.data import DataContext, load_dataset
 from igel_exp.encoding import IGELEncoder
 from igel_exp.reference import reference_encoding
@@ -72,6 +79,32 @@ def check(encoder: IGELEncoder, counts, nodes, reference) -> None:
         assert got == want, f"encoder differs from the reference on node {row}"
 
 
+def compare_chunks(nodes: int, distances: list[int], threads: int, repeats: int) -> None:
+    graph = ig.Graph.Erdos_Renyi(n=nodes, m=4 * nodes)
+    adjacency = encoding.adjacency(graph, multiplicity=True)
+    print(f"Erdős–Rényi, {nodes:,} nodes, degree 8; {threads} threads; best of {repeats}", flush=True)
+    grown = encoding._MAX_GROWTH
+    for distance in distances:
+        best, counts, chunk = {}, {}, {}
+        for _ in range(repeats):
+            for growth in (1, grown):  # 1: every chunk as encoder.chunk_size asks
+                encoding._MAX_GROWTH = growth
+                try:
+                    encoder = IGELEncoder(distance, n_jobs=threads).fit(graph)
+                    start = time.perf_counter()
+                    counts[growth] = encoder.counts(graph)
+                    best[growth] = min(best.get(growth, float("inf")), time.perf_counter() - start)
+                    chunk[growth] = encoder._chunk(adjacency)
+                finally:
+                    encoding._MAX_GROWTH = grown
+        assert (counts[1] != counts[grown]).nnz == 0, "the chunkings' counts differ"
+        print(
+            f"α = {distance}: chunks of {chunk[grown]:,} {best[grown]:.2f} s, of {chunk[1]:,} {best[1]:.2f} s:"
+            f" {best[1] / best[grown]:.2f}×",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-root")
@@ -84,8 +117,14 @@ def main() -> None:
     )
     parser.add_argument("--er-nodes", type=int, default=20000)
     parser.add_argument("--er-degree", type=float, default=10.0)
+    parser.add_argument("--chunks", type=int, metavar="NODES", help="grown chunks against fixed ones (above)")
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     print(f"machine: {hardware()}", flush=True)
+    if args.chunks:
+        compare_chunks(args.chunks, args.distances, args.threads, args.repeats)
+        return
 
     graphs = {}
     root = data_root(args.data_root)

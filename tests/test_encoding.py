@@ -40,6 +40,33 @@ def test_chunk_size_and_threads_do_not_change_the_result():
         assert (got != expected).nnz == 0
 
 
+def test_a_chunk_grows_where_its_balls_span_little_of_a_large_graph_and_the_counts_stay_the_same():
+    graph = ig.Graph.Erdos_Renyi(n=2**15, m=2**15)  # average degree 2: 256 sources' balls span some 800 nodes
+    encoder = IGELEncoder(1, chunk_size=256, n_jobs=2).fit(graph)
+    assert encoder._chunk(adjacency(graph, multiplicity=True)) > 256
+    expected = IGELEncoder(1, chunk_size=2**15, n_jobs=1).fit(graph).counts(graph)  # one chunk: the whole graph
+    assert (encoder.counts(graph) != expected).nnz == 0
+
+
+def test_the_widest_of_the_probed_chunks_sets_the_growth():
+    n = 2**15
+    graph = ig.Graph.Ring(n)  # 256 sources' balls at α = 1: 258 nodes, room for 7 times as many
+    hubs = [(n - 256 + i, 1000 + 8 * i + j) for i in range(256) for j in range(8)]
+    graph.add_edges(hubs)  # the last 256 sources' balls: 256 + 2 + 2,048 nodes, room for 2 such chunks
+    encoder = IGELEncoder(1, chunk_size=256, n_jobs=2).fit(graph)
+    assert encoder._chunk(adjacency(graph, multiplicity=True)) == 512
+    expected = IGELEncoder(1, chunk_size=n, n_jobs=1).fit(graph).counts(graph)
+    assert (encoder.counts(graph) != expected).nnz == 0
+
+
+def test_the_chunk_rule_stops_at_eight_times_at_the_span_and_where_balls_would_not_be_local():
+    assert encoding.grown_chunk(256, 2**20, 2_000) == 256 * 8  # at most eight times
+    assert encoding.grown_chunk(256, 2**20, 18_000) == 256 * 7  # 2^17 nodes hold seven such spans
+    assert encoding.grown_chunk(256, 2**20, 200_000) == 256  # past the span: never smaller than asked
+    assert encoding.grown_chunk(256, 2**14, 100) == 256 * 3  # 2^14 nodes are local below 1,024 sources a chunk
+    assert encoding.grown_chunk(256, 4096, 10) == 256  # a small graph: every chunk works on the whole graph
+
+
 def test_unseen_graph_degrees_above_max_fall_into_the_last_bin():
     encoder = IGELEncoder(1).fit(ig.Graph.Ring(10))  # δmax = 2
     star = ig.Graph.Star(6)  # centre has degree 5

@@ -18,6 +18,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from igel_exp.data.registry import erdos_renyi_size
+from igel_exp.encoding import grown_chunk
 from igel_exp.errors import ConfigError
 from igel_exp.memory import MIB, MemoryBudget, rss_mib
 from igel_exp.models import IGELEmbedding
@@ -94,7 +95,8 @@ def plan_memory(graph: ig.Graph, config: DictConfig, base_mib: float) -> MemoryP
         ball, per_node = ego_profile(graph, encoder.distance, max_degree, config.task.memory_samples, config.seed)
         blocks = 3 if encoder.relative_degrees else 1
         nonzeros = blocks * per_node * n
-        in_flight = _BALL_ENTRY * min(encoder.chunk_size, n) * ball * len(os.sched_getaffinity(0))  # a chunk a thread
+        chunk = grown_chunk(encoder.chunk_size, n, int(encoder.chunk_size * ball))  # balls that do not overlap
+        in_flight = _BALL_ENTRY * min(chunk, n) * ball * len(os.sched_getaffinity(0))  # a chunk a thread
         encode = base_mib + (edge_list + in_flight + _FEATURE_NONZERO * nonzeros) / MIB
         width = blocks * (encoder.distance + 1) * (max_degree + 1)  # ℓ, the features
         weights = width * trainer.dim * 4 * 4  # W, grad, Adam
