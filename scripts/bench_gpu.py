@@ -39,7 +39,8 @@ PARTS = ("tests", "throughput", "facebook", "astroph", "scalability")
 PER_SEED = {"facebook": ([], "Facebook"), "astroph": (["dataset=astroph"], "AstroPh")}
 # seconds each part needs at most on an H100/H200, twice what it took on an H200 (a part starts only when that much of
 # the budget is left; the link prediction parts' per seed); the last four took 139 s there (the scalability part
-# then ran batch_scale=64 alone), the tests 12 s; the authors' batches at 2^20 nodes took 84 s
+# then ran batch_scale=64 alone), the tests 12 s; the authors' batches at 2^20 nodes took 66 s (84 s before the
+# encoder grew its chunks)
 NEEDS = {"tests": 30, "throughput": 60, "facebook": 50, "astroph": 130, "scalability": 250}
 REPO = Path(__file__).resolve().parents[1]
 
