@@ -294,6 +294,8 @@ def _download(run_id: str, uri: str, scratch: Path, followed: bool = False) -> P
         why = "only runs that train encoder=igel log one"
         if source:  # igel-embed's and transfer's runs embed with another run's model
             why = f"its embeddings came from the model of {source} (tag {SOURCE_RUN_TAG}): use source_run={source}"
+        elif run.data.params.get("task.use_igel") == "False":  # experiment=ppi_features: encoder=igel, never used
+            why = "it ran with task.use_igel=false (the node features alone), which trains no IGEL layer"
         elif encoder == "igel" and run.info.status == "RUNNING" and liveness(run) is False:  # killed (kill -9)
             why = "the run is RUNNING, but its process is gone: it will log none; train again"
         elif encoder == "igel" and run.info.status != "FINISHED":  # it ended, or is, before its model was logged

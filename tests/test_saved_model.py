@@ -193,6 +193,23 @@ def test_a_run_without_a_model_of_its_own_says_whose_it_used_or_that_it_logged_n
     assert str(error.value) == f"run {bare} {head}: it logged none ({artifacts} has no model/)"
 
 
+def test_a_node_classification_run_without_igel_says_it_trained_none(store_uri):
+    """experiment=ppi_features runs encoder=igel with task.use_igel=false: the node features alone (it said: it logged
+    none, as if a model had gone missing)."""
+    client = mlflow.MlflowClient(store_uri)
+    run_id = client.create_run(client.create_experiment("ppi")).info.run_id
+    for key, value in {"encoder.name": "igel", "task.use_igel": "False", "task.use_features": "True"}.items():
+        client.log_param(run_id, key, value)
+    client.log_text(run_id, "name: ppi\n", "config.yaml")
+    client.set_terminated(run_id, "FINISHED")
+    with pytest.raises(ModelError) as error:
+        IGELModel.load(run_id)
+    assert str(error.value) == (
+        f"run {run_id} (experiment ppi, encoder=igel) has no IGEL model: it ran with task.use_igel=false (the node"
+        " features alone), which trains no IGEL layer"
+    )
+
+
 def test_a_run_that_ended_after_logging_its_model_gives_it_with_a_warning(compose_config, store_uri, caplog):
     """A run interrupted in its evaluation, after its model was logged: the model is whole, and used, but not unsaid;
     and an empty graph is embedded as no rows of d columns (it was (0, 0))."""
