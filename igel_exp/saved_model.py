@@ -168,6 +168,13 @@ class IGELModel:
         unseen = ~self.weight.any(dim=1).numpy()
         return float(unseen[features.indices].mean())
 
+    def unseen_nodes(self, features: sp.csr_matrix) -> int:
+        """Nodes none of whose structures training saw (an isolated node, where the training graph had none): each of
+        their features meets a zero row of W, so their embedding is the zero vector."""
+        seen = self.weight.any(dim=1).numpy()[features.indices].astype(np.float32)
+        seen_per_node = sp.csr_matrix((seen, features.indices, features.indptr), shape=features.shape).sum(axis=1)
+        return int((np.asarray(seen_per_node).ravel() == 0).sum())
+
     def clamped_nodes(self, graph: ig.Graph) -> int:
         """Nodes whose degree exceeds δmax: in every ego graph where more than δmax of their neighbours lie, the
         encoder counts them at δmax."""

@@ -47,6 +47,20 @@ def test_a_graph_beyond_the_model_is_embedded_and_logged(compose_config, store_u
     np.testing.assert_array_equal(embeddings, IGELModel.load(source).embed(graph.graph))
 
 
+def test_nodes_embedded_as_the_zero_vector_are_counted_and_said(compose_config, store_uri, tmp_path, caplog):
+    """An isolated node (a self loop's, dropped) where the training graph had none: its one structure, (0, 0), meets a
+    zero row of W, so its embedding is zeros. It was unsaid: unseen_structure_share, 1 entry in 2,000, hid it."""
+    pipelines.run(compose_config(*QUICK, "dataset=miserables", "threads=1"))  # no isolated node
+    source = mlflow.last_active_run().info.run_id
+    edges = tmp_path / "lone.txt"
+    edges.write_text("".join(f"{i} {i + 1}\n" for i in range(30)) + "lone lone\n")
+    metrics = embed(embed_config(f"source_run={source}", f"dataset.path={edges}", "dataset.node_ids=token"))
+    run = mlflow.last_active_run()
+    embeddings = np.load(mlflow.artifacts.download_artifacts(f"runs:/{run.info.run_id}/embeddings.npy"))
+    assert metrics["unseen_nodes"] == run.data.metrics["unseen_nodes"] == 1 and not embeddings[-1].any()
+    assert "1 nodes are embedded as the zero vector: none of their (distance, degree) structures" in caplog.text
+
+
 def test_the_embed_run_says_where_its_files_are_and_names_read_back_as_written(
     compose_config, store_uri, tmp_path, caplog
 ):

@@ -81,6 +81,12 @@ def embed(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
         degree = np.asarray(graph.degree(), dtype=np.int64)
         nodes = pd.DataFrame({"vertex": np.arange(graph.vcount()), "name": graph.vs["name"], "degree": degree})
         logger.table(nodes, "nodes.csv")
+    if metrics["unseen_nodes"]:  # rows of zeros, which no later step tells from an embedding
+        log.warning(
+            "%d nodes are embedded as the zero vector: none of their (distance, degree) structures was in the model's"
+            " training graph (an isolated node, where that graph had none); the metric unseen_nodes counts them",
+            metrics["unseen_nodes"],
+        )
     log.info(
         "embedded %s (%d nodes) with the model of %s: %d nodes above δmax=%d clamped; encode %.2fs, embed %.2fs;"
         " embeddings.npy and nodes.csv in run %s, at %s",
@@ -156,11 +162,12 @@ def source_model(source: str, uri: str | None, progress: bool = True) -> IGELMod
 
 
 def inductive_metrics(model: IGELModel, graph, features: sp.csr_matrix) -> dict[str, float]:
-    """How far a graph strays from the model's training graph: nodes above δmax (counted at δmax) and the share of
-    its feature entries that training never saw."""
+    """How far a graph strays from the model's training graph: nodes above δmax (counted at δmax), the share of
+    its feature entries that training never saw, and the nodes all of whose entries it never saw (zero vectors)."""
     return {
         "max_degree": model.max_degree,
         "graph_max_degree": int(max(graph.degree(), default=0)),
         "clamped_nodes": model.clamped_nodes(graph),
         "unseen_structure_share": model.unseen_share(features),
+        "unseen_nodes": model.unseen_nodes(features),
     }
