@@ -65,11 +65,21 @@ def pair_keys(pairs: np.ndarray, n_nodes: int) -> np.ndarray:
 
 def split_edges(graph: ig.Graph, fraction: float, seed: int) -> EdgeSplit:
     """Remove `fraction` of the edges at random, never an edge of a random spanning forest, and sample as
-    many non-edges. Depends only on the graph and the seed."""
+    many non-edges. Depends only on the graph and the seed.
+
+    With parallel edges (dataset.parallel_edges=true) `fraction` of the pairs go, each with all its copies: a copy
+    left behind would make its pair a positive that the embeddings learned on (read_back_split removes copies one
+    by one, as the authors did)."""
     rng = np.random.default_rng(seed)
-    edges, removed = _removed_edges(graph, fraction, rng)
-    negatives = sample_non_edges(edges, graph.vcount(), int(removed.sum()), rng)
-    return EdgeSplit(graph.vcount(), edges[~removed], edges[removed], negatives)
+    simple = graph
+    if graph.has_multiple():
+        simple = graph.copy()
+        simple.simplify(multiple=True, loops=False)
+    pairs, removed = _removed_edges(simple, fraction, rng)
+    negatives = sample_non_edges(pairs, graph.vcount(), int(removed.sum()), rng)
+    edges = sorted_pairs(graph.get_edgelist())  # the pairs themselves on a simple graph, else with their copies
+    gone = _member(pair_keys(edges, graph.vcount()), np.sort(pair_keys(pairs[removed], graph.vcount())))
+    return EdgeSplit(graph.vcount(), edges[~gone], pairs[removed], negatives)
 
 
 def _removed_edges(graph: ig.Graph, fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -178,7 +188,10 @@ def check_split(split: EdgeSplit, graph: ig.Graph) -> None:
         "a positive is not an edge of the graph": not _member(positives, full).all(),
         "a negative is an edge of the graph": _member(negatives, full).any(),
         "the residual graph is not a subgraph": not _member(residual, full).all(),
-        "residual and positives do not add up to the graph": len(residual) + len(positives) != len(full),
+        # the pairs, each with all its copies (a graph with parallel edges) in the residual graph or none
+        "residual and positives do not add up to the graph": len(np.unique(residual)) + len(positives)
+        != len(np.unique(full))
+        or len(residual) != _member(full, np.unique(residual)).sum(),
     }
     failed = [problem for problem, bad in problems.items() if bad]
     if split.n_nodes != n or failed:
