@@ -85,6 +85,8 @@ def test_too_sparse_graphs_are_refused():
         split_edges(ig.Graph.Tree(30, 2), 0.5, seed=0)  # every edge of a tree is a bridge
     with pytest.raises(DataError, match="50% of its 1 edges rounds to none to remove and predict"):
         split_edges(ig.Graph([(0, 1)]), 0.5, seed=0)  # it said "0 needed, it has 0"
+    with pytest.raises(DataError, match="too dense for the link-prediction protocol: its 14 removed edges .* it has 0"):
+        split_edges(ig.Graph.Full(8), 0.5, seed=0)  # it said "the graph has only 0 non-adjacent pairs", of no protocol
 
 
 def test_check_split_catches_leaks():

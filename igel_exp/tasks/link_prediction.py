@@ -156,7 +156,10 @@ def sample_non_edges(edges: np.ndarray, n_nodes: int, count: int, rng: np.random
     """`count` distinct uniformly random pairs u < v, u ≠ v, that are not edges."""
     possible = n_nodes * (n_nodes - 1) // 2 - len(edges)
     if count > possible:
-        raise DataError(f"the graph has only {possible} non-adjacent pairs, {count} negatives are needed")
+        raise DataError(
+            f"the graph is too dense for the link-prediction protocol: its {count} removed edges need as many"
+            f" non-adjacent pairs as negatives, it has {possible} (a smaller task.removed_fraction removes fewer)"
+        )
     existing = np.sort(pair_keys(edges, n_nodes))
     chosen = np.empty(0, dtype=np.int64)
     while len(chosen) < count:
