@@ -748,9 +748,11 @@ def _value(value: object) -> str:
 
 
 def _digits(value: float) -> int:
-    """Decimals a number is shown with, as the paper prints them: 0.728, 13.32, 854 (counts stay whole)."""
+    """Decimals a number is shown with, as the paper prints them: scores up to 1 with three (0.728), percentages and
+    seconds with two (1.73, 13.32: Sister Cities' "%vs Degree F1", the runtimes), counts whole (854). Cell.matched
+    widens our range by half a unit of the last of them, so a 1.73 read as 1.730 would be judged ten times tighter."""
     size = abs(value)
-    return 3 if size < 10 else 2 if size < 100 else 0 if float(value).is_integer() else 1
+    return 3 if size <= 1 else 2 if size < 100 else 0 if float(value).is_integer() else 1
 
 
 def _number(value: float | None, signed: bool = False) -> str:

@@ -118,10 +118,26 @@ def test_chance_is_the_share_of_our_seeds_within_the_others_range(paper, values,
 @pytest.mark.parametrize(
     "value, signed, text",
     [(0.97612, False, "0.976"), (13.324, False, "13.32"), (854.0, False, "854"), (851.4, False, "851.4"),
-     (-0.0081, True, "-0.008"), (12.0, True, "+12.00"), (None, False, "—")],
+     (-0.0081, True, "-0.008"), (12.0, True, "+12.00"), (1.73, False, "1.73"), (-6.62, True, "-6.62"),
+     (3.714, False, "3.71"), (1.0, False, "1.000"), (None, False, "—")],
 )  # fmt: skip
 def test_numbers_are_rounded_by_their_size_and_whole_counts_stay_whole(value, signed, text):
+    """As the paper prints: scores up to 1 with three decimals, percentages and seconds with two."""
     assert _number(value, signed=signed) == text
+
+
+@pytest.mark.parametrize(
+    "paper, values, matched",
+    [
+        (1.73, [1.734, 1.9], True),  # "%vs Degree F1": two decimals, 1.734 rounds to 1.73
+        (1.73, [1.736, 1.9], False),
+        (0.728, [0.7284, 0.75], True),  # a correlation: three decimals
+        (0.728, [0.7286, 0.75], False),
+    ],
+)
+def test_a_cell_matches_within_half_a_unit_of_the_papers_printed_precision(paper, values, matched):
+    """Cell.matched widens our range by half a unit of the last decimal the paper prints: 1.73 has two, not three."""
+    assert Cell(paper, aggregate(values)).matched is matched
 
 
 def test_seeds_of_a_config_are_aggregated_once_each(correlations):
@@ -200,7 +216,7 @@ def test_quick_profile_and_overrides_are_named_in_the_header(correlations, capsy
     text = capsys.readouterr().out
     assert text.startswith("### Correlations (correlations) — quick profile\n")
     assert "Quick profile (trainer.epochs=1, trainer.walk_length=10, progress=false, threads=1)" in text
-    assert "| 1 | 0.500 | 5.000 (n=1) | +4.500 |" in text  # the quick run, and only it
+    assert "| 1 | 0.500 | 5.00 (n=1) | +4.50 |" in text  # the quick run, and only it
     rerun = f"igel-reproduce correlations --profile quick --experiments {plan.path.parent}"
     assert f"Missing 5 of 6 runs (`{rerun}` runs them):" in text
     # the command's overrides, which make other runs than the file's: said in the header (they showed only in the
@@ -214,7 +230,7 @@ def test_quick_profile_and_overrides_are_named_in_the_header(correlations, capsy
     assert report_main(["correlations", "--profile", "quick", "--experiments", str(plan.path.parent), *same]) == 0
     text = capsys.readouterr().out
     assert text.startswith("### Correlations (correlations) — quick profile\n") and "Overrides of every" not in text
-    assert "| 1 | 0.500 | 5.000 (n=1) | +4.500 |" in text
+    assert "| 1 | 0.500 | 5.00 (n=1) | +4.50 |" in text
 
 
 def test_csv_has_one_line_per_cell_with_raw_numbers(correlations, tmp_path):
