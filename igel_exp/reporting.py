@@ -360,7 +360,8 @@ def build_table(plan: Plan, runs: Iterable[StoredRun], notes: Sequence[str] = ()
         sweep = "this sweep (its overrides)" if plan.setting_overrides else "this profile's sweep"
         notes.append(f"paper rows that {sweep} does not run: {'; '.join(labels[:MISSING_SHOWN])}{more}")
     if any(column.metric.startswith(TIMING) for column in spec.columns):
-        notes += hardware_notes([finished[job.hash] for job in plan.jobs if job.hash in finished])
+        timed = [finished[job.hash] for job in plan.jobs if job.hash in finished]
+        notes += hardware_notes(timed) + thread_notes(timed)
     planned, pending = planned_jobs(plan, finished)
     if pending:
         notes.append(f"{pending} more runs, the chosen points' other seeds, are planned once the selection has run")
@@ -379,6 +380,20 @@ def hardware_notes(runs: Sequence[StoredRun]) -> list[str]:
     ranked = sorted(counts.items(), key=lambda item: -item[1])
     kinds = "; ".join(f"{name}: {count} run{'s' * (count > 1)}" for name, count in ranked)
     return [f"timed on {len(counts)} kinds of hardware, whose timings do not compare: {kinds}"]
+
+
+def thread_notes(runs: Sequence[StoredRun]) -> list[str]:
+    """What a table's timed runs ran with when their thread counts differ: `threads` is no part of a run's identity
+    (it changes speed only), so seeds run with threads=1 and threads=2 share a cell, whose timings do not compare."""
+    counts: dict[str, int] = {}
+    for run in runs:
+        name = f"threads={run.params['threads']}" if "threads" in run.params else "threads not recorded"
+        counts[name] = counts.get(name, 0) + 1
+    if len(counts) <= 1:
+        return []
+    ranked = sorted(counts.items(), key=lambda item: -item[1])
+    kinds = "; ".join(f"{name}: {count} run{'s' * (count > 1)}" for name, count in ranked)
+    return [f"timed with {len(counts)} thread counts, whose timings do not compare: {kinds}"]
 
 
 def check_metrics(plan: Plan, finished: Mapping[str, StoredRun]) -> None:

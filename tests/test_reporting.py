@@ -345,6 +345,22 @@ def test_a_timed_table_says_what_its_runs_ran_on_and_when_that_differs(experimen
     assert build_table(untimed, load_runs(store_uri, untimed.experiments)).notes == []
 
 
+def test_a_timed_table_says_when_its_runs_ran_with_other_thread_counts(experiments_dir, store_uri):
+    """threads is no part of a run's identity: a seed rerun with threads=2 takes its place in a scalability cell
+    beside seeds of threads=1, on the same hardware, and the cell's mean mixed timings that do not compare."""
+    timed = {**CORRELATIONS, "columns": {"Runtime (s)": "time_total_s", "PageRank": "spearman_pagerank"}}
+    plan = load_plan(experiments_dir("timed", {"encoder.distance": "1", "seed": "range(3)"}, timed), "full")
+    store, epyc = Store(store_uri), "AMD EPYC (AVX2, family 23 model 1, 2 cores)"
+    for job, threads in zip(plan.jobs, [1, 1, 2], strict=True):
+        run_id = store.log(job, {"time_total_s": 10.0 * threads, "spearman_pagerank": 0.5}, hardware=epyc)
+        store.client.log_param(run_id, "threads", str(threads))  # as igel-run logs it: the flattened config
+    notes = build_table(plan, load_runs(store_uri, plan.experiments)).notes
+    assert notes == [
+        f"timed on {epyc}",
+        "timed with 2 thread counts, whose timings do not compare: threads=1: 2 runs; threads=2: 1 run",
+    ]
+
+
 def test_report_of_an_absent_store_lists_every_run_and_creates_nothing(experiments_dir, tmp_path, capsys):
     experiments_dir("correlations", {"encoder.distance": "1,2", "seed": "0"}, CORRELATIONS)
     store = tmp_path / "nothing-here.db"
