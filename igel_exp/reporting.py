@@ -340,6 +340,7 @@ def build_table(plan: Plan, runs: Iterable[StoredRun], notes: Sequence[str] = ()
     points_of = cell_points(plan)
     chosen_of = chosen_points(plan, points_of, finished)
     cells: dict[tuple[int, str, str], Cell] = {}
+    valueless: list[str] = []  # cells some of whose finished runs have no value to average
     for index, row in enumerate(rows):
         paper_row = next((entry for entry in spec.paper if _same_row(plan, entry, row)), {})
         for protocol in plan.protocols:
@@ -347,6 +348,10 @@ def build_table(plan: Plan, runs: Iterable[StoredRun], notes: Sequence[str] = ()
                 key = (row, column.title, protocol)
                 points, chosen = points_of.get(key, {}), chosen_of.get(key)
                 ours = point_metric(points[chosen], finished, column.metric) if chosen else None
+                ran, counted = sum(job.hash in finished for job in points.get(chosen, ())), ours.n if ours else 0
+                if ran > counted:
+                    where = f"{_row_label(plan, row)}, {column.title}{_protocol_suffix(protocol)}"
+                    valueless.append(f"{where}: {ran - counted} of {ran}")
                 described = _describe(plan, column, points[chosen][0]) if chosen and spec.select is not None else None
                 paper = paper_row.get(column.title)
                 cells[index, column.title, protocol] = Cell(
@@ -354,6 +359,12 @@ def build_table(plan: Plan, runs: Iterable[StoredRun], notes: Sequence[str] = ()
                 )
     outside = [entry for entry in spec.paper if not any(_same_row(plan, entry, row) for row in rows)]
     notes = list(notes)
+    if valueless:  # a NaN or unlogged metric (a ρ of constant scores, a gain over a degree F1 of 0) drops its seed
+        more = f"; … and {len(valueless) - MISSING_SHOWN} more" if len(valueless) > MISSING_SHOWN else ""
+        notes.append(
+            f"finished runs without a value, left out of their cell's seeds: {'; '.join(valueless[:MISSING_SHOWN])}"
+            f"{more}"
+        )
     if outside:
         labels = [_row_label(plan, tuple(entry[key] for key in spec.rows)) for entry in outside]
         more = f"; … and {len(labels) - MISSING_SHOWN} more" if len(labels) > MISSING_SHOWN else ""

@@ -691,3 +691,19 @@ def test_a_column_metric_that_no_run_has_is_refused_naming_the_metrics_they_have
         " 'spearman_pagerankk'; the metrics its runs have: spearman_pagerank\n"
     )
     assert "### Correlations (correlations)" in captured.out  # the other table is printed
+
+
+def test_a_cell_says_when_finished_runs_logged_no_value(experiments_dir, store_uri):
+    """aggregate drops NaN and unlogged values (a ρ of constant scores is not logged, a gain over a degree F1 of 0 is
+    NaN): the cell's seeds were fewer than its finished runs, and only its n said so."""
+    plan = load_plan(
+        experiments_dir("correlations", {"encoder.distance": "1", "seed": "range(3)"}, CORRELATIONS), "full"
+    )
+    store = Store(store_uri)
+    for job, value in zip(plan.jobs, [0.5, math.nan, 0.7], strict=True):
+        store.log(job, {"spearman_pagerank": value})
+    table = build_table(plan, load_runs(store_uri, plan.experiments))
+    assert [cell.ours.n for cell in table.cells.values() if cell.ours] == [2]
+    assert table.notes == [
+        "finished runs without a value, left out of their cell's seeds: encoder.distance=1, PageRank: 1 of 3"
+    ]

@@ -209,7 +209,7 @@ def hadamard_features(embeddings: np.ndarray, pairs: np.ndarray) -> np.ndarray:
 def link_prediction_scores(
     embeddings: np.ndarray, split: EdgeSplit, seed: int, validation_fraction: float = 0.25
 ) -> dict[str, float]:
-    """ROC AUC of a logistic regression on Hadamard features.
+    """ROC AUC of a logistic regression on Hadamard features, standardised first (docs/experiments.md says why).
 
     The labelled pairs are shuffled (by `seed`, the same for every method) and halved: the classifier
     trains on the first half and `auc` is its score on the second. `val_auc` holds out the last
