@@ -78,6 +78,42 @@ def test_node2vec_return_parameter_biases_going_back(walker):
     np.testing.assert_allclose(shares, np.array([1, 1, 0.25]) / 2.25, atol=0.02)
 
 
+@pytest.mark.parametrize("rounds", [0, 1])
+def test_node2vec_steps_left_after_the_rejection_rounds_follow_the_exact_law(walker, monkeypatch, rounds):
+    """Walkers the rejection leaves pending draw from the exact law (every neighbour weighed): with no rounds every
+    step does, with one some steps are rejection's and the rest exact; either way the law of the rejection test
+    above."""
+    monkeypatch.setattr(walks_module, "EXACT_AFTER_ROUNDS", rounds)
+    tailed = CSRGraph.from_igraph(ig.Graph([(0, 1), (1, 2), (2, 0), (2, 3)]))
+    walks = walker(tailed, np.ones(30000, dtype=np.int64), 3, 3, p=0.5, q=4.0)
+    from_two = walks[walks[:, 1] == 2, 2]
+    shares = np.bincount(from_two, minlength=4)[[0, 1, 3]] / len(from_two)
+    np.testing.assert_allclose(shares, np.array([1, 2, 0.25]) / 3.25, atol=0.02)  # 0: near, 1: back (1/p), 3: 1/q
+    assert all(tailed.has_edges(walks[:, 1], walks[:, 2]))
+
+
+class _CountingGenerator:
+    """numpy's generator, counting the calls of `random`: one per uniform step, two per round of rejection (the
+    proposal, its acceptance), one for the exact law's steps."""
+
+    def __init__(self, seed: int):
+        self.rng, self.calls = np.random.default_rng(seed), 0
+
+    def random(self, size):
+        self.calls += 1
+        return self.rng.random(size)
+
+
+def test_node2vec_walks_from_leaves_end_at_extreme_settings():
+    """p = 99, q = 0.01 (both allowed) keep a leaf's only step, back, once in 10^4 proposals: 5,001 walks of 10 steps
+    over a star took 50 s, walks of 80 hours. The rejection now stops after EXACT_AFTER_ROUNDS rounds a step."""
+    star = CSRGraph.from_igraph(ig.Graph.Star(2001))
+    rng = _CountingGenerator(0)
+    walks = random_walks(star, np.zeros(2000, dtype=np.int64), 3, rng, 99.0, 0.01)
+    assert (walks[:, 1] >= 1).all() and (walks[:, 2] == 0).all()  # the hub, a leaf, back to the hub
+    assert rng.calls <= 1 + 2 * walks_module.EXACT_AFTER_ROUNDS + 1  # before: 189,737
+
+
 def test_positive_pairs_per_walk():
     # a walk of 4 nodes with window 2: offsets 1 (3 pairs) and 2 (2 pairs), both orders
     assert positive_pairs(4, 2) == 10
