@@ -764,11 +764,13 @@ def _restore_handlers(previous: dict[int, Any]) -> None:
 
 
 @contextmanager
-def watch_parent(pid: int | None, interval_s: float = 1.0) -> Iterator[None]:
+def watch_parent(
+    pid: int | None, interval_s: float = 1.0, orphaned: Callable[[], object] | None = None
+) -> Iterator[None]:
     """Interrupt this process as SIGTERM does when its parent `pid` dies, so that the job process of a launcher that
-    was killed (kill -9, the out-of-memory killer) ends its run FAILED and exits instead of working on unobserved.
-    Only while `pid` is this process's parent: a sweep's job that runs in the launcher itself, or that a scheduler
-    started, is left alone."""
+    was killed (kill -9, the out-of-memory killer) ends its run FAILED and exits instead of working on unobserved;
+    `orphaned` is called before it exits then (what the parent would have cleaned up). Only while `pid` is this
+    process's parent: a sweep's job that runs in the launcher itself, or that a scheduler started, is left alone."""
     if pid is None or os.getppid() != pid:
         yield
         return
@@ -788,6 +790,8 @@ def watch_parent(pid: int | None, interval_s: float = 1.0) -> Iterator[None]:
     finally:
         stop.set()
         if os.getppid() != pid:  # orphaned: no one can give a worker (joblib's) more work or read its result
+            if orphaned is not None:
+                orphaned()
             os._exit(130)
 
 

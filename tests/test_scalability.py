@@ -223,11 +223,17 @@ def test_an_interrupted_isolated_job_ends_its_run_failed_and_leaves_no_process(s
 
 
 @pytest.mark.slow
-def test_an_isolated_job_stops_when_igel_run_is_killed(store_uri, tmp_path):
-    """kill -9 of igel-run: its job's process notices within a second, ends its run FAILED and exits."""
+def test_an_isolated_job_stops_when_igel_run_is_killed(store_uri, tmp_path, monkeypatch):
+    """kill -9 of igel-run: its job's process notices within a second, ends its run FAILED and exits, removing the
+    job's temporary folder, which igel-run can no longer remove (one was left in /tmp at every such kill)."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temporary))  # igel-run's, whose environment is this process's
     process, lines = start_training([*TINY, "trainer.epochs=100000"], tmp_path)
+    assert len(list(temporary.glob("igel-job-*"))) == 1  # the job's, while it trains
     keep_reading(process, lines)  # the job's process outlives igel-run: its output must go somewhere
     kill_leaves_no_process(process, lines)
+    assert not list(temporary.glob("igel-job-*"))
     [run] = runs(tmp_path).itertuples()
     error = mlflow.get_run(run.run_id).data.tags["error"]
     assert (

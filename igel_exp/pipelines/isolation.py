@@ -15,9 +15,11 @@ FAILED (at most STOP_WAIT_S, then kills it and closes the run itself), then stop
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -131,7 +133,9 @@ def child_main(folder: str) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
     config = OmegaConf.load(folder / "config.yaml")
     try:
-        with sigterm_interrupts(), watch_parent(int(os.environ[PARENT_ENV])):
+        # a parent killed outright (kill -9) leaves its temporary folder, this job's, for no one else to remove
+        remove_folder = functools.partial(shutil.rmtree, folder, ignore_errors=True)
+        with sigterm_interrupts(), watch_parent(int(os.environ[PARENT_ENV]), orphaned=remove_folder):
             metrics = pipelines.run(config)
     except IgelError as error:
         (folder / "error.json").write_text(json.dumps({"type": type(error).__name__, "message": str(error)}))
