@@ -118,15 +118,21 @@ def _biased_step(
         if not len(pending):
             return step
         proposal = _uniform_neighbour(graph, current[pending], rng)
-        back = proposal == previous[pending]
-        near = graph.has_edges(previous[pending], np.maximum(proposal, 0))
-        weight = np.where(back, weights[0], np.where(near, weights[1], weights[2]))
+        weight = weights[_kinds(graph, previous[pending], proposal)]
         keep = (proposal == END) | (rng.random(len(pending)) * ceiling < weight)
         step[pending[keep]] = proposal[keep]
         pending = pending[~keep]
     if len(pending):
         step[pending] = _exact_biased_step(graph, previous[pending], current[pending], rng, weights)
     return step
+
+
+def _kinds(graph: CSRGraph, previous: np.ndarray, proposal: np.ndarray) -> np.ndarray:
+    """Per proposal: 0 back to `previous`, 1 a neighbour of it, 2 further (node2vec's weights' order; END, which the
+    rejection keeps whatever its weight, reads as node 0)."""
+    back = proposal == previous
+    near = graph.has_edges(previous, np.maximum(proposal, 0))
+    return np.where(back, 0, np.where(near, 1, 2))
 
 
 def _exact_biased_step(
@@ -138,9 +144,7 @@ def _exact_biased_step(
     firsts = np.cumsum(lengths) - lengths  # each walker's first entry among all the walkers' neighbours
     walker = np.repeat(np.arange(len(current)), lengths)
     neighbour = graph.indices[np.arange(lengths.sum()) + np.repeat(starts - firsts, lengths)]
-    back = neighbour == previous[walker]
-    near = graph.has_edges(previous[walker], neighbour)
-    totals = np.cumsum(np.where(back, weights[0], np.where(near, weights[1], weights[2])))
+    totals = np.cumsum(weights[_kinds(graph, previous[walker], neighbour)])
     before = np.concatenate([[0.0], totals])[firsts]
     target = before + rng.random(len(current)) * (totals[firsts + lengths - 1] - before)
     chosen = np.minimum(np.searchsorted(totals, target, side="right"), firsts + lengths - 1)
