@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import matplotlib.pyplot as plt
 import mlflow
@@ -188,6 +188,7 @@ def use_store(uri: str) -> str:
                 mlflow.MlflowClient(tracking_uri=uri).search_experiments(max_results=1)  # creates or migrates it
             except ValueError as error:  # SQLAlchemy's, on an option of the URI's query it cannot take
                 raise StoreError(f"cannot open the MLflow store {uri} ({first_line(error)})") from None
+            follow_moved_artifacts(database)
     close_stale_runs(uri)
     return uri
 
@@ -196,6 +197,57 @@ def sqlite_file(uri: str) -> Path | None:
     """The database file of a `sqlite:///` store (less the URI's query: SQLAlchemy's options, ?timeout=30), None for
     any other URI."""
     return Path(uri.removeprefix("sqlite:///").split("?", 1)[0]) if uri.startswith("sqlite:///") else None
+
+
+def follow_moved_artifacts(database: Path) -> None:
+    """Point the artifact places of a sqlite store that was moved or copied with its artifact folders beside it at
+    those folders. MLflow records them as absolute paths (the default store's: `<its folder>/mlruns/<experiment>`): a
+    project folder renamed or copied went on writing new runs' artifacts to the old place (made anew if gone: a moved
+    store's runs split over two folders, a copy's written into the original's) and reading its old runs' there. An
+    experiment is followed where `mlruns/<experiment>` beside the database is another folder than the recorded one and
+    holds a run of the experiment. Stores whose artifacts lie elsewhere, read-only ones and files that are no MLflow
+    store are left as they are."""
+    followed = []
+    try:
+        with contextlib.closing(sqlite3.connect(database, timeout=30)) as connection, connection:
+            experiments = connection.execute("select experiment_id, artifact_location from experiments").fetchall()
+            for experiment, location in experiments:
+                beside = _artifacts_beside(database, experiment, location, connection)
+                if beside is None:
+                    continue
+                new = beside.as_uri() if location.startswith("file:") else str(beside)
+                connection.execute(
+                    "update experiments set artifact_location = ? where experiment_id = ?", (new, experiment)
+                )
+                prefix = location.rstrip("/") + "/"
+                connection.execute(  # each run's artifacts: <location>/<run id>/artifacts
+                    "update runs set artifact_uri = ? || substr(artifact_uri, ?) where experiment_id = ?"
+                    " and substr(artifact_uri, 1, ?) = ?",
+                    (new.rstrip("/") + "/", len(prefix) + 1, experiment, len(prefix), prefix),
+                )
+                followed.append(f"{location} → {new}")
+    except sqlite3.Error:  # read-only, locked for good, or not MLflow's tables
+        return
+    if followed:
+        log.warning(
+            "the MLflow store %s was moved or copied: its artifact places now point beside it (%s)",
+            database,
+            "; ".join(followed),
+        )
+
+
+def _artifacts_beside(database: Path, experiment: int, location: str | None, connection) -> Path | None:
+    """The folder `mlruns/<experiment>` beside the database that stands for the experiment's recorded artifact folder
+    `location` (see follow_moved_artifacts), None where there is none or it is that folder."""
+    recorded = urlparse(location or "")
+    if recorded.scheme not in ("", "file") or not recorded.path:
+        return None
+    old = Path(unquote(recorded.path) if recorded.scheme else location)
+    beside = database.absolute().parent / old.parent.name / old.name
+    if not beside.is_dir() or (old.exists() and old.samefile(beside)):
+        return None
+    runs = connection.execute("select run_uuid from runs where experiment_id = ?", (experiment,))
+    return beside if any((beside / run).is_dir() for (run,) in runs) else None
 
 
 @contextmanager
@@ -311,7 +363,7 @@ def store_exists(uri: str) -> bool:
         if path == ":memory:" or not Path(path).exists():
             return path == ":memory:"
         with contextlib.suppress(OSError), _store_lock(Path(path)):  # a folder this user cannot write: no wait
-            pass
+            follow_moved_artifacts(Path(path))
         return Path(path).stat().st_size > 0  # an empty file is no store: reading would make MLflow's tables in it
     if parsed.scheme in ("", "file"):
         return Path(parsed.path if parsed.scheme else uri).exists()

@@ -429,6 +429,39 @@ def test_an_experiment_whose_artifact_folder_is_read_only_names_that_folder(tmp_
     ), result.stderr
 
 
+def _run_with_artifact(uri: str, text: str) -> str:
+    """A run of experiment 'toy' in the store at `uri` that logs `text` as note.txt; its id."""
+    experiment = open_experiment(uri, "toy")
+    with mlflow.start_run(experiment_id=experiment.experiment_id) as run:
+        mlflow.log_text(text, "note.txt")
+    return run.info.run_id
+
+
+@pytest.mark.parametrize("how", ["moved", "copied"])
+def test_a_store_moved_or_copied_with_its_artifacts_writes_and_reads_them_beside_it(tmp_path, monkeypatch, how):
+    """The default layout (mlflow.db and mlruns/ in the folder of the first run), the folder renamed or copied: new
+    runs wrote their artifacts to the old folder's mlruns (made anew when moved: a store's runs over two folders; into
+    the original's when copied) and the old runs' were read there."""
+    old, new = tmp_path / "project", tmp_path / "renamed"
+    old.mkdir()
+    monkeypatch.chdir(old)
+    first = _run_with_artifact(f"sqlite:///{old / 'mlflow.db'}", "first")
+    (shutil.move if how == "moved" else shutil.copytree)(old, new)
+    monkeypatch.chdir(new)
+    uri = f"sqlite:///{new / 'mlflow.db'}"
+    second = _run_with_artifact(uri, "second")
+    client = mlflow.MlflowClient(uri)
+    for run, text in [(first, "first"), (second, "second")]:
+        artifacts = Path(urlparse(client.get_run(run).info.artifact_uri).path)
+        assert artifacts.is_relative_to(new / "mlruns")
+        assert (artifacts / "note.txt").read_text() == text
+    assert sorted(path.name for path in (new / "mlruns").iterdir()) == ["1"]  # no "0", experiment 0's; toy's only
+    if how == "moved":
+        assert not old.exists()
+    else:  # the original is as it was
+        assert sorted(path.name for path in (old / "mlruns" / "1").iterdir()) == [first]
+
+
 def test_a_store_in_a_read_only_folder_fails_in_one_line_and_gets_no_run(tmp_path, obeys_permissions, _empty_store):
     """A store used before (its lock file there, writable) and a new one, both in a read-only folder: the run does not
     start, and StoreError says why in one line (igel-run prints it as `igel-run: error: ...`)."""
