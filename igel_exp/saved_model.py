@@ -112,6 +112,13 @@ class IGELModel:
         return _precision(self.config)
 
     @property
+    def alpha(self) -> str:
+        """The model's α as run names say it: its run's encoder.distance, with the α of its encodings where they differ
+        (`α=2 (α=1 encodings)`: the authors' protocol reuses α = 1 encodings, encoder.encoded_distance)."""
+        trained, encoded = self.config.get("encoder", {}).get("distance", self.encoder.distance), self.encoder.distance
+        return f"α={trained}" if trained == encoded else f"α={trained} (α={encoded} encodings)"
+
+    @property
     def max_degree(self) -> int:
         """δmax: larger degrees are counted as δmax."""
         return int(self.encoder.max_degree_)

@@ -10,11 +10,13 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from hydra import compose, initialize_config_module
 from test_cli import QUICK, runs
 
 from igel_exp import pipelines
 from igel_exp.cli import embed as embed_main
+from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import IgelError, ModelError
 from igel_exp.pipelines.common import load
 from igel_exp.pipelines.embed import embed
@@ -45,6 +47,20 @@ def test_a_graph_beyond_the_model_is_embedded_and_logged(compose_config, store_u
     assert nodes.name.iloc[0] == "h1" and nodes.degree.iloc[0] == 40
     graph = load(embed_config("source_run=x", f"dataset.path={edges}", "dataset.node_ids=token"))
     np.testing.assert_array_equal(embeddings, IGELModel.load(source).embed(graph.graph))
+
+
+def test_the_embed_run_of_a_model_trained_on_reused_encodings_names_both_alphas(store_uri, tmp_path):
+    """A model of the authors' path at α = 2 encodes at α = 1 (encoder.encoded_distance): its embed run was named α=1,
+    as if its run had been α = 1's."""
+    graph = ig.Graph.Famous("Zachary")
+    graph.vs["name"] = [str(node) for node in range(graph.vcount())]
+    encoder = IGELEncoder(1).fit(graph)
+    config = {"encoder": {"name": "igel", "distance": 2, "encoded_distance": 1}}
+    folder = IGELModel(encoder, torch.ones(encoder.n_features, 4), config=config).save(tmp_path / "model")
+    edges = tmp_path / "path.txt"
+    edges.write_text("".join(f"{i} {i + 1}\n" for i in range(10)))
+    embed(embed_config(f"source_run={folder}", f"dataset.path={edges}"))
+    assert mlflow.last_active_run().info.run_name == "path.txt α=2 (α=1 encodings) seed=0"
 
 
 def test_nodes_embedded_as_the_zero_vector_are_counted_and_said(compose_config, store_uri, tmp_path, caplog):

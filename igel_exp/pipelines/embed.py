@@ -65,7 +65,7 @@ def embed(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
         )
     folder = model_folder(str(config.source_run))  # where it is, whichever folder a later command runs in
     source = str(config.source_run) if folder is None else str(folder.absolute())
-    with tracked_run(config, config.name, run_name_of(config, f"α={model.encoder.distance}")) as logger:
+    with tracked_run(config, config.name, run_name_of(config, model.alpha)) as logger:
         logger.tags({SOURCE_RUN_TAG: source})
         with stages("load"):
             dataset = load(config)

@@ -94,7 +94,7 @@ def transfer_link_prediction(config: DictConfig) -> dict[str, float]:
     source = finished_or_run(source_config, data_key(load(source_config).graph), needs_model=True)
     model = IGELModel.load(source.info.run_id, uri)
     # A's model (its graph and α) → B's graph, as other runs are named: `astroph α=3 → facebook seed=0`
-    model_of = f"{graph_name(source_config.dataset)} α={model.encoder.distance}"
+    model_of = f"{graph_name(source_config.dataset)} {model.alpha}"
     name = run_name_of(config, encoded=False, graph=f"{model_of} → {graph_name(config.dataset)}")
     with tracked_run(config, config.name, run_name=name) as logger:
         logger.tags({SOURCE_RUN_TAG: source.info.run_id, OWN_RUN_TAG: own.info.run_id, DATA_TAG: data})
