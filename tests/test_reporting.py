@@ -133,11 +133,24 @@ def test_numbers_are_rounded_by_their_size_and_whole_counts_stay_whole(value, si
         (1.73, [1.736, 1.9], False),
         (0.728, [0.7284, 0.75], True),  # a correlation: three decimals
         (0.728, [0.7286, 0.75], False),
+        (682.10, [682.104, 700.0], True),  # a runtime of the authors' notebook: two decimals above 100 s too
+        (682.10, [682.14, 700.0], False),  # (it was read with one: ±0.05 s, and 682.14 matched)
+        (12376.87, [12376.92, 12500.0], False),
+        (854, [854.4, 860], True),  # a count: whole
     ],
 )
 def test_a_cell_matches_within_half_a_unit_of_the_papers_printed_precision(paper, values, matched):
-    """Cell.matched widens our range by half a unit of the last decimal the paper prints: 1.73 has two, not three."""
+    """Cell.matched widens our range by half a unit of the last decimal the paper prints: 1.73 has two, not three;
+    the paper's runtimes of 100 s and more (682.10) two as well, not the one decimal our means of counts have."""
     assert Cell(paper, aggregate(values)).matched is matched
+
+
+def test_the_papers_column_prints_its_values_with_the_papers_decimals():
+    """The paper column: 682.10 and 12376.87 s as the authors' notebook gives them (they printed 682.1, 12376.9)."""
+    assert [_number(value, paper=True) for value in (682.1, 12376.87, 0.07, 13.32, 854.0)] == [
+        "682.10", "12376.87", "0.070", "13.32", "854"
+    ]  # fmt: skip
+    assert _number(851.4) == "851.4"  # a mean of ours of a count keeps one decimal
 
 
 def test_seeds_of_a_config_are_aggregated_once_each(correlations):
