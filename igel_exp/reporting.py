@@ -82,6 +82,7 @@ class Cell:
     ours: Aggregate | None
     chosen: str | None = None  # the grid point `select` chose, as its overrides
     planned: bool = True  # false for a cell of no job of the plan (reproduce.skip's), which never gets ours
+    ran: bool = False  # every job of its grid point has a FINISHED run: without ours, none logged a value (NaN)
 
     @property
     def diff(self) -> float | None:
@@ -174,10 +175,15 @@ class Table:
         # cells of the paper without ours yet: a protocol with none neither matched nor missed; one with some is judged
         # so far (its 3/4 cells of the 16 read as reproduced, the other 12 unsaid)
         totals = {p: self.paper_cells(p) for p in counts}
-        unrun = {p: totals[p] - n for p, (_, n) in counts.items() if totals[p] > n}
+        # a cell whose runs all finished without a value (a NaN gain, an unlogged ρ) awaits nothing: it is no run yet
+        valueless = {p: self.valueless_cells(p) for p in counts}
+        unrun = {p: totals[p] - n - valueless[p] for p, (_, n) in counts.items() if totals[p] > n + valueless[p]}
+        if any(valueless.values()):
+            shown = ", ".join(f"{_protocol_name(p)} in {k} of {totals[p]} cells" for p, k in valueless.items() if k)
+            tally += f"; finished runs without a value: {shown}"
         if unrun:
             pending = [
-                f"{_protocol_name(p)}{f' in {left} of {totals[p]} cells' if counts[p][1] else ''}"
+                f"{_protocol_name(p)}{f' in {left} of {totals[p]} cells' if counts[p][1] or valueless[p] else ''}"
                 for p, left in unrun.items()
             ]
             tally += f"; no runs yet: {', '.join(pending)}"
@@ -197,6 +203,11 @@ class Table:
         """The cells of a protocol that have the paper's value and a job of the plan: those the verdict judges once
         they have ours."""
         return sum(cell.paper is not None and cell.planned for (_, _, of), cell in self.cells.items() if of == protocol)
+
+    def valueless_cells(self, protocol: str) -> int:
+        """The cells of `paper_cells` whose runs all finished and none has a value: never judged, and not awaited."""
+        cells = [cell for (_, _, of), cell in self.cells.items() if of == protocol]
+        return sum(cell.paper is not None and cell.planned and cell.ours is None and cell.ran for cell in cells)
 
 
 @store_call()
@@ -354,8 +365,9 @@ def build_table(plan: Plan, runs: Iterable[StoredRun], notes: Sequence[str] = ()
                     valueless.append(f"{where}: {ran - counted} of {ran}")
                 described = _describe(plan, column, points[chosen][0]) if chosen and spec.select is not None else None
                 paper = paper_row.get(column.title)
+                complete = bool(chosen) and all(job.hash in finished for job in points[chosen])
                 cells[index, column.title, protocol] = Cell(
-                    float(paper) if paper is not None else None, ours, described, planned=bool(points)
+                    float(paper) if paper is not None else None, ours, described, bool(points), complete
                 )
     outside = [entry for entry in spec.paper if not any(_same_row(plan, entry, row) for row in rows)]
     notes = list(notes)

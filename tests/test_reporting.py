@@ -728,3 +728,32 @@ def test_a_cell_says_when_finished_runs_logged_no_value(experiments_dir, store_u
     assert table.notes == [
         "finished runs without a value, left out of their cell's seeds: encoder.distance=1, PageRank: 1 of 3"
     ]
+
+
+@pytest.mark.parametrize(
+    "first_row, second_row, verdict",
+    [
+        ([0.4, 0.5, 0.6], [math.nan] * 3, "reproduced (faithful 1/1 cells within our range over seeds; a run"
+         " exchangeable with ours would match faithful 0.3; finished runs without a value: faithful in 1 of 2 cells)"),
+        ([0.6, 0.7, 0.8], [math.nan] * 3, "not reproduced (faithful 0/1 cells within our range over seeds; a run"
+         " exchangeable with ours would match faithful 0.3; finished runs without a value: faithful in 1 of 2 cells);"
+         " ruled out: Y and Z"),
+        # one seed finished without a value, two not run: the cell still awaits them
+        ([0.4, 0.5, 0.6], [math.nan], "reproduced so far (faithful 1/1 cells within our range over seeds; a run"
+         " exchangeable with ours would match faithful 0.3; no runs yet: faithful in 1 of 2 cells)"),
+    ],
+)  # fmt: skip
+def test_a_cell_whose_runs_all_finished_without_a_value_is_not_awaited(
+    experiments_dir, store_uri, capsys, first_row, second_row, verdict
+):
+    """A row whose every run logged NaN (a gain over a degree F1 of 0, a ρ of constant scores) has nothing more to come:
+    the verdict is no verdict "so far" and gives its reasons (it said `no runs yet: faithful in 1 of 2 cells` of
+    finished runs, `so far` for good, and ruled nothing out)."""
+    path = experiments_dir("two", {"encoder.distance": "1,2", "seed": "range(3)"}, {**TWO_ROWS, **BOTH_REASONS})
+    store = Store(store_uri)
+    for job in load_plan(path, "full").jobs:
+        values = first_row if job.config.encoder.distance == 1 else second_row
+        if job.config.seed < len(values):
+            store.log(job, {"spearman_pagerank": values[job.config.seed]})
+    assert report_main(["two", "--experiments", str(path.parent), "--tracking-uri", store_uri]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"Verdict: {verdict}"
