@@ -757,3 +757,23 @@ def test_a_cell_whose_runs_all_finished_without_a_value_is_not_awaited(
             store.log(job, {"spearman_pagerank": values[job.config.seed]})
     assert report_main(["two", "--experiments", str(path.parent), "--tracking-uri", store_uri]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == f"Verdict: {verdict}"
+
+
+def test_a_table_that_meets_the_bar_exactly_is_reproduced(experiments_dir):
+    """15 cells a perfect reproduction matches 4 times in 5 (5 seeds each, 0.8 a cell): it would match 12, and 9 cells
+    matched are 3/4 of that. The shares summed in floats to 12.000000000000002, whose 3/4 is above 9: the verdict read
+    `not reproduced` of a table on the bar."""
+    columns = {"PageRank": "spearman_pagerank", "Degree": "spearman_degree", "Closeness": "spearman_closeness"}
+    spec = {**CORRELATIONS, "columns": columns, **BOTH_REASONS}
+    spec["paper"] = [{"encoder.distance": d, **dict.fromkeys(columns, 0.3)} for d in range(1, 6)]
+    path = experiments_dir("bar", {"encoder.distance": "1,2,3,4,5", "seed": "0"}, spec)
+    table = build_table(load_plan(path, "full"), [])
+    assert len(table.cells) == 15
+    for number, key in enumerate(table.cells):  # four seeds of five within the others' range: 0.8 a cell
+        shifted = 0.0 if number < 9 else 0.5  # the paper's 0.3 within the first 9 cells' range, not the last 6's
+        table.cells[key] = Cell(0.3, aggregate([value + shifted for value in (0.1, 0.2, 0.3, 0.4, 0.4)]))
+    assert table.matches("faithful") == (9, 15) and table.chance("faithful") == pytest.approx(12)
+    assert table.verdict == (
+        "reproduced (faithful 9/15 cells within our range over seeds; a run exchangeable with ours would match faithful"
+        " 12.0)"
+    )
