@@ -166,6 +166,11 @@ class Table:
         if not self.plan.spec.paper:
             return "nothing to compare: the paper has no values for this table"
         if not any(total for _, total in counts.values()):
+            # runs that all finished without a value (NaN) leave nothing to wait for: no "yet" of them
+            valueless = {p: k for p in counts if (k := self.valueless_cells(p))}
+            if valueless and sum(valueless.values()) == sum(self.paper_cells(p) for p in counts):
+                shown = ", ".join(f"{_protocol_name(p)} in {k} cells" for p, k in valueless.items())
+                return f"no cell has both the paper's value and ours: finished runs without a value: {shown}"
             return "no cell has both the paper's value and ours yet"
         shown = ", ".join(f"{_protocol_name(p)} {k}/{n}" for p, (k, n) in counts.items())
         tally = f"{shown} cells within our range over seeds"

@@ -738,6 +738,10 @@ def test_a_cell_says_when_finished_runs_logged_no_value(experiments_dir, store_u
         ([0.6, 0.7, 0.8], [math.nan] * 3, "not reproduced (faithful 0/1 cells within our range over seeds; a run"
          " exchangeable with ours would match faithful 0.3; finished runs without a value: faithful in 1 of 2 cells);"
          " ruled out: Y and Z"),
+        # every cell's runs finished without a value: there is nothing to wait for (it said `… and ours yet`)
+        ([math.nan] * 3, [math.nan] * 3, "no cell has both the paper's value and ours: finished runs without a value:"
+         " faithful in 2 cells"),
+        ([math.nan] * 3, [], "no cell has both the paper's value and ours yet"),
         # one seed finished without a value, two not run: the cell still awaits them
         ([0.4, 0.5, 0.6], [math.nan], "reproduced so far (faithful 1/1 cells within our range over seeds; a run"
          " exchangeable with ours would match faithful 0.3; no runs yet: faithful in 1 of 2 cells)"),
