@@ -9,6 +9,7 @@ import igraph as ig
 import numpy as np
 
 from igel_exp.errors import ConfigError, DataError
+from igel_exp.tasks.clustering import tie_rounding_noise
 
 RANKING_GRAPHS = ("directed", "undirected")
 
@@ -35,8 +36,10 @@ def top_n_f1(scores: np.ndarray, truth: np.ndarray, n: int) -> float:
     Nodes tied at the cut are taken at random: their share of the remaining places is counted fractionally,
     which is the F1 expected over every order of the ties (degrees tie in the hundreds; the authors' unstable
     sort picked some order of them). Independent of vertex order, so deterministic.
+    Scores equal up to float rounding tie: PageRanks that tie exactly differ in igraph's last bits, which picked
+    the cut's nodes by that noise (Sister Cities' directed PageRank at |C| 3,317-8,908: F1 up to 0.0004 off).
     """
-    scores, truth = np.asarray(scores, dtype=float), np.asarray(truth, dtype=bool)
+    scores, truth = tie_rounding_noise(scores).astype(float), np.asarray(truth, dtype=bool)
     if not 0 <= n <= len(scores):
         raise ValueError(f"n={n} is outside 0..{len(scores)}")
     if n == 0:
