@@ -3,6 +3,7 @@ from collections import Counter
 import igraph as ig
 import mlflow
 import numpy as np
+import pandas as pd
 import pytest
 
 from igel_exp import pipelines
@@ -231,6 +232,48 @@ def test_link_prediction_end_to_end_with_igel_and_baselines(compose_config, trac
     assert set(runs["metrics.split_positives"]) == {600.0}
     for metrics in results.values():
         assert 0.0 <= metrics["auc"] <= 1.0 and "time_split_s" in metrics and "time_train_s" in metrics
+
+
+def test_the_runs_embeddings_are_scored_again_from_its_artifacts_and_cached_split(compose_config, store_uri, tmp_path):
+    """embeddings.npy's rows are the residual graph's vertices, in the order the file lists nodes, not by id: the run's
+    nodes.csv names them, so its AUC follows from its artifacts and the cached split (pairs of node names) alone."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+    from sklearn.preprocessing import StandardScaler
+
+    graph = ig.Graph.Barabasi(150, 6)  # hubs: degrees tell edges from non-edges, an AUC well above 0.5
+    ids = np.random.default_rng(0).permutation(1000)[: graph.vcount()]  # the file's first nodes are not 0, 1, 2, ...
+    path = tmp_path / "g.txt"
+    path.write_text("".join(f"{ids[v]} {ids[u]}\n" for u, v in graph.get_edgelist()))
+    splits = tmp_path / "splits"
+    tiny = ["trainer.epochs=1", "trainer.walk_length=10", "trainer.dim=8", "progress=false", "threads=1"]
+    pipelines.run(
+        compose_config(
+            "experiment=link_prediction",
+            "dataset=edgelist",
+            f"dataset.path={path}",
+            *tiny,
+            f"task.split_cache={splits}",
+        )
+    )
+    runs = mlflow.search_runs(experiment_names=["link_prediction"])
+    assert len(runs) == 1
+    run = runs.iloc[0]
+    artifact = f"runs:/{run.run_id}/"
+    embeddings = np.load(mlflow.artifacts.download_artifacts(artifact + "embeddings.npy"))
+    nodes = pd.read_csv(mlflow.artifacts.download_artifacts(artifact + "nodes.csv"), dtype={"name": str})
+    assert list(nodes.vertex) == list(range(len(embeddings))) and sorted(nodes.name) == sorted(map(str, ids))
+    row = dict(zip(nodes.name, nodes.vertex, strict=True))
+    stored = np.load(splits / run["tags.split"])
+    pairs = np.vectorize(row.get)(np.concatenate([stored["positives"], stored["negatives"]]))
+    labels = np.repeat([1.0, 0.0], [len(stored["positives"]), len(stored["negatives"])])
+    features = embeddings[pairs[:, 0]] * embeddings[pairs[:, 1]]  # Hadamard, as the paper's §4.2
+    order = np.random.default_rng(0).permutation(len(labels))  # the seed's shuffle, halved: train, then test
+    train, test = np.split(order, [len(order) // 2])
+    scaler = StandardScaler().fit(features[train])
+    fitted = LogisticRegression(max_iter=2000).fit(scaler.transform(features[train]), labels[train])
+    auc = roc_auc_score(labels[test], fitted.decision_function(scaler.transform(features[test])))
+    assert auc == pytest.approx(run["metrics.auc"], abs=1e-9)
 
 
 @pytest.mark.data

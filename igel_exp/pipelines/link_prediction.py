@@ -142,6 +142,10 @@ def link_prediction(config: DictConfig) -> dict[str, float]:
         metrics = {**scores, **stages.metrics()}
         logger.metrics(metrics)
         logger.array(embeddings, "embeddings.npy")
+        # its rows are the residual graph's vertices: the nodes in the order the file first lists them (the read-back
+        # split: as it renumbered them), not by id; the split's cache holds node names
+        graph = residual.graph
+        logger.table(pd.DataFrame({"vertex": np.arange(graph.vcount()), "name": graph.vs["name"]}), "nodes.csv")
     log.info(
         "link prediction on %s with %s: AUC %.4f (validation %.4f)",
         dataset.name,
