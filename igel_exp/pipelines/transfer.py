@@ -91,7 +91,15 @@ def transfer_link_prediction(config: DictConfig) -> dict[str, float]:
         dataset = load(config)
         data = data_key(dataset.graph)
     own = finished_or_run(own_config(config, source_config), data, needs_model=False)
-    source = finished_or_run(source_config, data_key(load(source_config).graph), needs_model=True)
+    source_data = data_key(load(source_config).graph)
+    source = finished_or_run(source_config, source_data, needs_model=True)
+    if source_data == data and source.data.tags.get("split") != own.data.tags.get("split"):
+        # A trained on B's graph less another split's edges: on edges that B holds out, which its AUC then scores
+        raise ConfigError(
+            f"task.source_overrides: A's run {source.info.run_id} trained on B's graph split otherwise than B's (split"
+            f" {source.data.tags.get('split')}, B's {own.data.tags.get('split')}), so its training graph held edges"
+            " that B holds out: give A B's split settings (no task.removed_fraction or task.split of its own)"
+        )
     model = IGELModel.load(source.info.run_id, uri)
     # A's model (its graph and α) → B's graph, as other runs are named: `astroph α=3 → facebook seed=0`
     model_of = f"{graph_name(source_config.dataset)} {model.alpha}"
