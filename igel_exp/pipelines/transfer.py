@@ -90,16 +90,17 @@ def transfer_link_prediction(config: DictConfig) -> dict[str, float]:
     with stages("load"):  # the runs reused are of the graphs as they are now, not only of the same dataset.path
         dataset = load(config)
         data = data_key(dataset.graph)
-    own = finished_or_run(own_config(config, source_config), data, needs_model=False)
+    own_settings = own_config(config, source_config)
     source_data = data_key(load(source_config).graph)
-    source = finished_or_run(source_config, source_data, needs_model=True)
-    if source_data == data and source.data.tags.get("split") != own.data.tags.get("split"):
-        # A trained on B's graph less another split's edges: on edges that B holds out, which its AUC then scores
+    if source_data == data and split_of(source_config) != split_of(own_settings):
+        # A would train on B's graph less another split's edges: on edges that B holds out, which its AUC then scores
         raise ConfigError(
-            f"task.source_overrides: A's run {source.info.run_id} trained on B's graph split otherwise than B's (split"
-            f" {source.data.tags.get('split')}, B's {own.data.tags.get('split')}), so its training graph held edges"
-            " that B holds out: give A B's split settings (no task.removed_fraction or task.split of its own)"
+            f"task.source_overrides: A's run would split B's graph otherwise than B's run ({_split_text(source_config)}"
+            f" against {_split_text(own_settings)}), so its training graph would hold edges that B holds out: give A"
+            " B's split settings"
         )
+    own = finished_or_run(own_settings, data, needs_model=False)
+    source = finished_or_run(source_config, source_data, needs_model=True)
     model = IGELModel.load(source.info.run_id, uri)
     # A's model (its graph and α) → B's graph, as other runs are named: `astroph α=3 → facebook seed=0`
     model_of = f"{graph_name(source_config.dataset)} {model.alpha}"
@@ -275,6 +276,16 @@ def compose_packaged(overrides: Sequence[str]) -> DictConfig:
     finally:
         if outer is not None:
             Singleton._instances[GlobalHydra] = outer
+
+
+def split_of(config: DictConfig) -> tuple:
+    """What a link-prediction run's split of its graph depends on: task.split, task.removed_fraction and the seed."""
+    return config.task.get("split", "leak_free"), float(config.task.removed_fraction), int(config.seed)
+
+
+def _split_text(config: DictConfig) -> str:
+    how, fraction, _ = split_of(config)
+    return f"task.split={how} task.removed_fraction={fraction:g}"
 
 
 def finished_or_run(config: DictConfig, data: str, needs_model: bool) -> Run:
