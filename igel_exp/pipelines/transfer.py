@@ -92,7 +92,7 @@ def transfer_link_prediction(config: DictConfig) -> dict[str, float]:
         data = data_key(dataset.graph)
     own_settings = own_config(config, source_config)
     source_data = data_key(load(source_config).graph)
-    if source_data == data and split_of(source_config) != split_of(own_settings):
+    if source_data == data and _split_of(source_config) != _split_of(own_settings):
         # A would train on B's graph less another split's edges: on edges that B holds out, which its AUC then scores
         raise ConfigError(
             f"task.source_overrides: A's run would split B's graph otherwise than B's run ({_split_text(source_config)}"
@@ -278,13 +278,13 @@ def compose_packaged(overrides: Sequence[str]) -> DictConfig:
             Singleton._instances[GlobalHydra] = outer
 
 
-def split_of(config: DictConfig) -> tuple:
+def _split_of(config: DictConfig) -> tuple:
     """What a link-prediction run's split of its graph depends on: task.split, task.removed_fraction and the seed."""
     return config.task.get("split", "leak_free"), float(config.task.removed_fraction), int(config.seed)
 
 
 def _split_text(config: DictConfig) -> str:
-    how, fraction, _ = split_of(config)
+    how, fraction, _ = _split_of(config)
     return f"task.split={how} task.removed_fraction={fraction:g}"
 
 
