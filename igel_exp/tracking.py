@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 import matplotlib.pyplot as plt
@@ -42,6 +42,9 @@ from igel_exp.errors import FAILED_RUN, JobTaken, StoreError, first_line
 from igel_exp.identity import HASH_TAG, config_hash
 from igel_exp.protocol import DEFAULT as DEFAULT_PROTOCOL
 from igel_exp.protocol import label, overridden, switched_otherwise
+
+if TYPE_CHECKING:  # for a type hint only
+    import igraph as ig
 
 try:
     import fcntl
@@ -671,6 +674,13 @@ class RunLogger:
     @store_call()
     def table(self, frame: pd.DataFrame, name: str) -> None:
         mlflow.log_text(frame.to_csv(index=False), name)
+
+    def embeddings(self, values: np.ndarray, graph: ig.Graph, **columns: Any) -> None:
+        """embeddings.npy and nodes.csv, which names its rows: row i is the graph's vertex i (vertex, name, then
+        `columns`, a value per vertex), whatever order the graph's file listed the nodes in."""
+        self.array(values, "embeddings.npy")
+        nodes = {"vertex": np.arange(graph.vcount()), "name": graph.vs["name"], **columns}
+        self.table(pd.DataFrame(nodes), "nodes.csv")
 
     @store_call()
     def array(self, values: np.ndarray, name: str) -> None:

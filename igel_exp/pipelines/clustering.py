@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
-import pandas as pd
 from omegaconf import DictConfig
 
 from igel_exp import plots
@@ -48,18 +46,12 @@ def clustering(config: DictConfig) -> dict[str, float]:
             **stages.metrics(),
         }
         logger.metrics(metrics)
-        logger.array(embeddings, "embeddings.npy")
-        logger.table(
-            pd.DataFrame(
-                {
-                    "vertex": np.arange(graph.vcount()),
-                    "name": graph.vs["name"],
-                    "cluster": selection.best_labels,
-                    "louvain": communities,
-                    "neighbour_similarity": neighbour_similarity(graph, embeddings, neighbourhood),
-                }
-            ),
-            "nodes.csv",
+        logger.embeddings(
+            embeddings,
+            graph,
+            cluster=selection.best_labels,
+            louvain=communities,
+            neighbour_similarity=neighbour_similarity(graph, embeddings, neighbourhood),
         )
         made_by = method(config.encoder)
         logger.figure(

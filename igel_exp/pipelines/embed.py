@@ -12,7 +12,6 @@ import os
 from collections.abc import Iterable
 
 import numpy as np
-import pandas as pd
 import scipy.sparse as sp
 from omegaconf import DictConfig
 
@@ -77,10 +76,7 @@ def embed(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
             embeddings = model.embed_features(features)
         metrics = {**inductive_metrics(model, graph, features), **stages.metrics()}
         logger.metrics(metrics)
-        logger.array(embeddings, "embeddings.npy")
-        degree = np.asarray(graph.degree(), dtype=np.int64)
-        nodes = pd.DataFrame({"vertex": np.arange(graph.vcount()), "name": graph.vs["name"], "degree": degree})
-        logger.table(nodes, "nodes.csv")
+        logger.embeddings(embeddings, graph, degree=np.asarray(graph.degree(), dtype=np.int64))
     if metrics["unseen_nodes"]:  # rows of zeros, which no later step tells from an embedding
         log.warning(
             "%d nodes are embedded as the zero vector: none of their (distance, degree) structures was in the model's"

@@ -141,11 +141,7 @@ def link_prediction(config: DictConfig) -> dict[str, float]:
             scores = link_prediction_scores(embeddings, split, config.seed, task.validation_fraction)
         metrics = {**scores, **stages.metrics()}
         logger.metrics(metrics)
-        logger.array(embeddings, "embeddings.npy")
-        # its rows are the residual graph's vertices: the nodes in the order the file first lists them (the read-back
-        # split: as it renumbered them), not by id; the split's cache holds node names
-        graph = residual.graph
-        logger.table(pd.DataFrame({"vertex": np.arange(graph.vcount()), "name": graph.vs["name"]}), "nodes.csv")
+        logger.embeddings(embeddings, residual.graph)  # the residual graph's vertices (read_back: renumbered)
     log.info(
         "link prediction on %s with %s: AUC %.4f (validation %.4f)",
         dataset.name,
