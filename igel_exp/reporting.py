@@ -165,11 +165,12 @@ class Table:
         counts = {protocol: self.matches(protocol) for protocol in self.protocols}
         if not self.plan.spec.paper:
             return "nothing to compare: the paper has no values for this table"
+        totals = {p: self.paper_cells(p) for p in counts}
+        # a cell whose runs all finished without a value (a NaN gain, an unlogged ρ) awaits nothing: it is no run yet
+        valueless = {p: self.valueless_cells(p) for p in counts}
         if not any(total for _, total in counts.values()):
-            # runs that all finished without a value (NaN) leave nothing to wait for: no "yet" of them
-            valueless = {p: k for p in counts if (k := self.valueless_cells(p))}
-            if valueless and sum(valueless.values()) == sum(self.paper_cells(p) for p in counts):
-                shown = ", ".join(f"{_protocol_name(p)} in {k} cells" for p, k in valueless.items())
+            if any(valueless.values()) and sum(valueless.values()) == sum(totals.values()):
+                shown = ", ".join(f"{_protocol_name(p)} in {k} cells" for p, k in valueless.items() if k)
                 return f"no cell has both the paper's value and ours: finished runs without a value: {shown}"
             return "no cell has both the paper's value and ours yet"
         shown = ", ".join(f"{_protocol_name(p)} {k}/{n}" for p, (k, n) in counts.items())
@@ -183,9 +184,6 @@ class Table:
         reproduced = [p for p, (k, n) in counts.items() if n and k >= MATCHED_SHARE * chances.get(p, n) - BAR_NOISE]
         # cells of the paper without ours yet: a protocol with none neither matched nor missed; one with some is judged
         # so far (its 3/4 cells of the 16 read as reproduced, the other 12 unsaid)
-        totals = {p: self.paper_cells(p) for p in counts}
-        # a cell whose runs all finished without a value (a NaN gain, an unlogged ρ) awaits nothing: it is no run yet
-        valueless = {p: self.valueless_cells(p) for p in counts}
         unrun = {p: totals[p] - n - valueless[p] for p, (_, n) in counts.items() if totals[p] > n + valueless[p]}
         if any(valueless.values()):
             shown = ", ".join(f"{_protocol_name(p)} in {k} of {totals[p]} cells" for p, k in valueless.items() if k)
