@@ -77,6 +77,8 @@ class Select:
 
 
 VERDICT_KEYS = ("authors", "ruled_out")
+# a reproduce.paper entry's count of the runs its values average (1 when absent: one run, as most of the paper's tables)
+PAPER_RUNS = "runs"
 
 
 @dataclass
@@ -373,10 +375,12 @@ def parse_spec(block: Mapping[str, Any] | None, where: str) -> Spec:
                 f"{where}: reproduce.select.metric={select.metric} is a test metric: select on validation"
             )
     titles = {column.title for column in columns}
+    if PAPER_RUNS in titles:
+        raise ConfigError(f"{where}: reproduce.columns.{PAPER_RUNS}: the title is reserved for reproduce.paper entries")
     paper = [dict(entry) for entry in block.get("paper") or []]
     for number, entry in enumerate(paper, 1):
         absent = [key for key in rows if key not in entry]
-        unknown = [key for key in entry if key not in rows and key not in titles]
+        unknown = [key for key in entry if key not in rows and key not in titles and key != PAPER_RUNS]
         if absent or unknown:
             problem = f"lacks the row keys {absent}" if absent else f"has {unknown}, neither row keys nor column titles"
             raise ConfigError(f"{where}: reproduce.paper entry {number} {problem}")
@@ -384,6 +388,9 @@ def parse_spec(block: Mapping[str, Any] | None, where: str) -> Spec:
             value = entry[title]
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
                 raise ConfigError(f"{where}: reproduce.paper entry {number}: {title}={value!r} is not a number")
+        runs = entry.get(PAPER_RUNS, 1)
+        if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+            raise ConfigError(f"{where}: reproduce.paper entry {number}: {PAPER_RUNS}={runs!r} is not a count of runs")
     quick = block.get("quick")
     if quick is not None and not isinstance(quick, Mapping):
         raise ConfigError(f"{where}: reproduce.quick must be {{params: {{...}}, overrides: [...]}}")

@@ -9,7 +9,8 @@ names. This module aggregates what the runs logged; it computes no metric of its
 
 A plan that runs several protocols (conf/protocol: the paper's computation, the authors' code path) gets a column of
 ours per protocol beside the paper's value. A cell matches the paper when the paper's value lies within our range over
-seeds, widened by half a unit of the paper's printed precision. Even a perfect reproduction matches fewer than all
+seeds, widened by half a unit of the paper's printed precision; a paper value that is a mean of several runs, within
+our prediction interval of such a mean (Cell.judged_range). Even a perfect reproduction matches fewer than all
 cells, its run lying outside our seeds' range as often as it would be their new extreme: with 3 seeds or more a table
 also gives how many cells a run exchangeable with ours would match (Table.chance). Each table ends with a verdict:
 reproduced (on the faithful path, at least MATCHED_SHARE as many cells match as that run would match, or as there are
@@ -33,7 +34,7 @@ from mlflow.tracking import MlflowClient
 
 from igel_exp.errors import ConfigError
 from igel_exp.identity import ADDED_DEFAULTS, HASH_TAG, NOT_IDENTITY, REUSED_TAG
-from igel_exp.plan import DEFAULT_PROTOCOL, Column, Job, Plan, cached_plan, matches, protocol_of, same_value
+from igel_exp.plan import DEFAULT_PROTOCOL, PAPER_RUNS, Column, Job, Plan, cached_plan, matches, protocol_of, same_value
 from igel_exp.tracking import HARDWARE_TAG, TIMING, deleted, store_call, store_exists
 
 FORMATS = ("markdown", "csv", "html")
@@ -44,6 +45,9 @@ MATCHED_SHARE = 0.75  # of the cells a perfect reproduction would match (Table.c
 # float noise allowed in Table.chance when it is weighed: its shares are i/n, so a bar truly above k matches is above
 # it by 0.75 / lcm of the cells' seed counts at least (over 3e-9 for any counts up to 20)
 BAR_NOISE = 1e-9
+# a paper value that is the mean of several runs (reproduce.paper's `runs`) is judged against our prediction interval of
+# such a mean at this level, and a perfect reproduction lies within it this often
+PREDICTION = 0.95
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,7 @@ class Cell:
     chosen: str | None = None  # the grid point `select` chose, as its overrides
     planned: bool = True  # false for a cell of no job of the plan (reproduce.skip's), which never gets ours
     ran: bool = False  # every job of its grid point has a FINISHED run: without ours, none logged a value (NaN)
+    paper_runs: int = 1  # the runs the paper's value averages (reproduce.paper's `runs`)
 
     @property
     def diff(self) -> float | None:
@@ -94,19 +99,45 @@ class Cell:
         return self.ours.mean - self.paper
 
     @property
+    def of_mean(self) -> bool:
+        """Whether the paper's value, a mean of several runs, is judged against our prediction interval of such a mean
+        (`judged_range`): with 2 seeds of ours or more."""
+        return self.paper_runs > 1 and self.ours is not None and self.ours.n > 1
+
+    @property
+    def judged_range(self) -> tuple[float, float] | None:
+        """What the paper's value is judged against: our min–max over seeds, for a value of one run; for a mean of m
+        runs (`of_mean`), our PREDICTION interval of a mean of m more: mean ± t·s·√(1/n + 1/m), t Student's of n − 1
+        degrees of freedom. Our min–max would be lenient there: five seeds' min–max holds a mean of five more runs some
+        86 % of the time, one run 67 %. None without ours."""
+        if self.ours is None:
+            return None
+        if not self.of_mean:
+            return self.ours.low, self.ours.high
+        from scipy.special import stdtrit  # Student's t quantile; scipy.stats costs igel-report's start 0.3 s
+
+        n, m = self.ours.n, self.paper_runs
+        half = float(stdtrit(n - 1, (1 + PREDICTION) / 2)) * self.ours.std * math.sqrt(1 / n + 1 / m)
+        return self.ours.mean - half, self.ours.mean + half
+
+    @property
     def matched(self) -> bool | None:
-        """Whether the paper's value lies within our min–max over seeds, widened by half a unit of its last printed
-        digit (the paper rounds); None without both values."""
+        """Whether the paper's value lies within `judged_range` (our min–max over seeds for a value of one run), widened
+        by half a unit of its last printed digit (the paper rounds); None without both values."""
         if self.paper is None or self.ours is None:
             return None
-        return _within(self.paper, self.ours.low, self.ours.high, _paper_digits(self.paper))
+        return _within(self.paper, *self.judged_range, _paper_digits(self.paper))
 
     @property
     def chance(self) -> float | None:
         """How often a run exchangeable with ours — the paper's own, were our computation exactly theirs — would match:
         the share of our seeds whose value, printed as the paper prints, lies within the other seeds' range as
         `matched` widens it. Estimated from n − 1 seeds, a little below what n give (for continuous values,
-        (n − 2)/n against (n − 1)/(n + 1): 0.60 against 0.67 at 5 seeds). None without the paper's value or 3 seeds."""
+        (n − 2)/n against (n − 1)/(n + 1): 0.60 against 0.67 at 5 seeds). For a paper value that is a mean (`of_mean`),
+        PREDICTION: how often such a mean lies within our interval. None without the paper's value or 3 seeds (2 for
+        a mean)."""
+        if self.paper is not None and self.of_mean:
+            return PREDICTION
         if self.paper is None or self.ours is None or len(self.ours.values) < 3:
             return None
         values, digits = self.ours.values, _paper_digits(self.paper)
@@ -374,7 +405,12 @@ def build_table(plan: Plan, runs: Iterable[StoredRun], notes: Sequence[str] = ()
                 paper = paper_row.get(column.title)
                 complete = bool(chosen) and all(job.hash in finished for job in points[chosen])
                 cells[index, column.title, protocol] = Cell(
-                    float(paper) if paper is not None else None, ours, described, bool(points), complete
+                    float(paper) if paper is not None else None,
+                    ours,
+                    described,
+                    bool(points),
+                    complete,
+                    paper_row.get(PAPER_RUNS, 1),
                 )
     outside = [entry for entry in spec.paper if not any(_same_row(plan, entry, row) for row in rows)]
     notes = list(notes)
@@ -613,6 +649,11 @@ def explanation(table: Table) -> list[str]:
         )
     if spec.paper:
         how += " ✓: the paper's value lies within our range over seeds (what the verdict counts)."
+        if any(cell.paper_runs > 1 and cell.paper is not None for cell in table.cells.values()):
+            how += (
+                f' A paper value that is a mean of m runs ("mean of m") is judged against our {PREDICTION:.0%}'
+                " prediction interval of such a mean instead: mean ± t·s·√(1/n + 1/m)."
+            )
     if spec.select is not None:
         select = spec.select
         if select.seeds:
@@ -653,7 +694,7 @@ def display_rows(table: Table) -> list[list[str]]:
         for column in table.plan.spec.columns:
             cells = [table.cells[index, column.title, protocol] for protocol in table.protocols]
             paper = _has_paper(table, column)
-            line += [_number(cells[0].paper, paper=True)] if paper else []
+            line += [_paper(cells[0])] if paper else []
             line += [_ours(cell.ours, cell.matched) for cell in cells]
             line += [_number(cells[0].diff, signed=True)] if paper and single else []
             chosen += [cell.chosen for cell in cells if cell.chosen is not None and cell.chosen not in chosen]
@@ -727,6 +768,7 @@ CSV_FIELDS = [
     "metric",
     "protocol",
     "paper",
+    "paper_runs",  # the runs the paper's value averages: above 1, matched is judged by Cell.judged_range's interval
     "mean",
     "std",
     "n",
@@ -768,6 +810,7 @@ def _csv_line(table: Table, row: tuple, column: Column, protocol: str, cell: Cel
         "metric": column.metric,
         "protocol": protocol,
         "paper": _raw(cell.paper),
+        "paper_runs": cell.paper_runs if cell.paper is not None else "",
         "mean": _raw(ours.mean if ours else None),
         "std": _raw(ours.std if ours else None),
         "n": ours.n if ours else 0,
@@ -814,6 +857,12 @@ def _number(value: float | None, signed: bool = False, paper: bool = False) -> s
         return "—"
     digits = _paper_digits(value) if paper else _digits(value)
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def _paper(cell: Cell) -> str:
+    """The paper's value as the paper prints it, and how many runs it averages where more than one."""
+    runs = f" (mean of {cell.paper_runs})" if cell.paper is not None and cell.paper_runs > 1 else ""
+    return _number(cell.paper, paper=True) + runs
 
 
 def _ours(value: Aggregate | None, matched: bool | None = None) -> str:

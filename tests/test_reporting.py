@@ -6,13 +6,14 @@ import logging
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 
 from igel_exp.errors import ConfigError
 from igel_exp.identity import HASH_TAG
 from igel_exp.plan import load_plan
-from igel_exp.reporting import Aggregate, Cell, Missing, _number, aggregate, build_table, load_runs
+from igel_exp.reporting import PREDICTION, Aggregate, Cell, Missing, _number, aggregate, build_table, load_runs
 from igel_exp.reproduce import report_main, reproduce_main
 from igel_exp.tracking import HARDWARE_TAG
 
@@ -151,6 +152,37 @@ def test_a_cell_matches_within_half_a_unit_of_the_papers_printed_precision(paper
     """Cell.matched widens our range by half a unit of the last decimal the paper prints: 1.73 has two, not three;
     the paper's runtimes of 100 s and more (682.10) two as well, not the one decimal our means of counts have."""
     assert Cell(paper, aggregate(values)).matched is matched
+
+
+@pytest.mark.parametrize(
+    "paper, runs, matched",
+    [
+        # 0.47, 0.48, 0.49: mean 0.48, s 0.01; a mean of 5 more lies within 0.48 ± t(0.975; 2) · 0.01 · √(1/3 + 1/5)
+        # = 0.48 ± 0.0314 95 % of the time, widened by half a unit of the third decimal
+        (0.449, 5, True),
+        (0.448, 5, False),
+        (0.511, 5, True),
+        (0.512, 5, False),
+        (0.449, 1, False),  # a value of one run: our min–max, 0.47-0.49
+        (0.469, 1, False),
+        (0.470, 1, True),
+    ],
+)
+def test_a_paper_mean_of_several_runs_is_judged_against_our_prediction_interval_of_such_a_mean(paper, runs, matched):
+    assert Cell(paper, aggregate([0.47, 0.48, 0.49]), paper_runs=runs).matched is matched
+
+
+def test_a_perfect_reproduction_of_a_mean_of_five_runs_matches_as_often_as_its_chance_says():
+    """Five seeds of ours and the paper's mean of five more runs, all from one distribution: the prediction interval
+    holds the paper's mean about PREDICTION (0.95) of the time, as Cell.chance says; our min–max would hold it 86 % of
+    the time, far above the 2/3 it holds one run, so that bar was lenient for means. 4,000 draws: ± 0.01 is 3 σ."""
+    rng = np.random.default_rng(0)
+    draws = rng.normal(0.5, 0.05, size=(4000, 10))
+    cells = [Cell(round(float(row[5:].mean()), 3), aggregate(row[:5].tolist()), paper_runs=5) for row in draws]
+    assert {cell.chance for cell in cells} == {PREDICTION}
+    assert np.mean([cell.matched for cell in cells]) == pytest.approx(PREDICTION, abs=0.01)
+    as_one_run = [Cell(cell.paper, cell.ours).matched for cell in cells]
+    assert np.mean(as_one_run) == pytest.approx(0.86, abs=0.02)
 
 
 def test_the_papers_column_prints_its_values_with_the_papers_decimals():
@@ -565,6 +597,36 @@ def test_csv_lists_each_protocol_with_its_range_and_match(experiments_dir, store
     assert [(row["protocol"], row["min"], row["max"], row["matched"]) for row in rows] == [
         ("faithful", "0.1", "0.1", "false"),
         ("authors", "0.4", "0.6", "true"),
+    ]
+
+
+def test_a_paper_mean_is_marked_and_its_verdict_counts_the_interval(experiments_dir, store_uri, capsys, tmp_path):
+    """Row 1's paper value is a mean of five runs (`runs: 5`), row 2's one run. Ours, 0.45-0.55 on both rows: 0.56
+    lies outside that min-max but inside our interval for a mean of five (0.5 ± 0.0787), 0.3 outside both. The table
+    says which value is a mean and how it is judged, the CSV gives each cell's count, and the bar weighs the mean's cell
+    by PREDICTION: a perfect reproduction matches 0.95 + 1/3 cells here."""
+    paper = [{"encoder.distance": 1, "PageRank": 0.56, "runs": 5}, {"encoder.distance": 2, "PageRank": 0.3}]
+    path = experiments_dir("means", {"encoder.distance": "1,2", "seed": "range(3)"}, {**TWO_ROWS, "paper": paper})
+    store = Store(store_uri)
+    for job in load_plan(path, "full").jobs:
+        store.log(job, {"spearman_pagerank": (0.45, 0.5, 0.55)[job.config.seed]})
+    output = tmp_path / "means.csv"
+    assert report_main(["means", "--experiments", str(path.parent), "--tracking-uri", store_uri]) == 0
+    text = capsys.readouterr().out
+    assert "| 1 | 0.560 (mean of 5) | 0.500 ± 0.050 (n=3) ✓ |" in text
+    assert "| 2 | 0.300 | 0.500 ± 0.050 (n=3) |" in text
+    assert "judged against our 95% prediction interval of such a mean instead" in text
+    assert text.splitlines()[-1] == (
+        "Verdict: reproduced (faithful 1/2 cells within our range over seeds; a run exchangeable with ours would match"
+        " faithful 1.3)"
+    )
+    assert (
+        report_main(["means", "--experiments", str(path.parent), "--tracking-uri", store_uri, "-o", str(output)]) == 0
+    )
+    rows = list(csv.DictReader(io.StringIO(output.read_text())))
+    assert [(row["paper_runs"], row["matched"], row["chance"]) for row in rows] == [
+        ("5", "true", "0.95"),
+        ("1", "false", repr(1 / 3)),
     ]
 
 
