@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import threadpoolctl
 import torch
 from tqdm.auto import tqdm
 
@@ -105,13 +106,17 @@ def seed_everything(seed: int, deterministic: bool = True) -> None:
 
 def set_threads(threads: int | None) -> None:
     """torch's CPU threads (the `threads` key; None: torch's default, one per core), at most this machine's CPUs: more
-    only contend for them, and some tens of thousands made OpenMP fail with a MemoryError."""
+    only contend for them, and some tens of thousands made OpenMP fail with a MemoryError. numpy's, scipy's and
+    scikit-learn's BLAS and OpenMP pools too (the evaluators' logistic regressions, k-means): left at one thread per
+    core, the jobs of a parallel sweep at threads=1 contended for the cores, and an AUC's fifth digit followed the
+    machine's core count."""
     if not threads:
         return
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if threads > cpus:
         log.warning("threads=%d is more than this machine's %d CPUs: using %d", threads, cpus, cpus)
     torch.set_num_threads(min(threads, cpus))
+    threadpoolctl.threadpool_limits(min(threads, cpus))  # kept until the process ends
 
 
 def use_deterministic_algorithms(mode: bool) -> None:

@@ -10,6 +10,7 @@ import igraph as ig
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import threadpoolctl
 import torch
 import torch.nn.functional as F
 
@@ -728,6 +729,20 @@ def test_more_threads_than_cpus_are_the_cpus_with_a_warning(caplog):
         assert torch.get_num_threads() == cpus
         assert caplog.messages == [f"threads=100000 is more than this machine's {cpus} CPUs: using {cpus}"]
     finally:
+        torch.set_num_threads(before)
+
+
+def test_threads_limit_the_blas_of_numpy_and_scikit_learn_too():
+    """threads=1 is one thread for the evaluators' BLAS too (numpy's OpenBLAS under scikit-learn's logistic regression):
+    it ran one per core, so a parallel sweep's jobs at threads=1 contended for the cores."""
+    np.ones((2, 2)) @ np.ones((2, 2))  # numpy's BLAS loaded
+    before, original = torch.get_num_threads(), threadpoolctl.threadpool_limits(limits=None)
+    try:
+        set_threads(1)
+        blas = [pool for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"]
+        assert blas and all(pool["num_threads"] == 1 for pool in blas)
+    finally:
+        original.restore_original_limits()
         torch.set_num_threads(before)
 
 
