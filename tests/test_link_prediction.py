@@ -104,6 +104,23 @@ def test_check_split_catches_leaks():
     )
     with pytest.raises(DataError, match="a negative is an edge of the graph"):
         check_split(wrong, graph)
+    unnamed = split.negatives.copy()
+    unnamed[0, 0] = -1  # a cached negative whose name the graph lacks
+    with pytest.raises(DataError, match="^link-prediction split does not fit the graph: a pair names a node that"):
+        check_split(EdgeSplit(split.n_nodes, split.residual, split.positives, unnamed), graph)
+
+
+def test_a_cached_negative_of_a_name_the_graph_lacks_is_split_again(tmp_path):
+    """A hand-edited or another graph's cache entry: the unknown name read as vertex -1 made a negative of the last
+    vertex, and the split was taken."""
+    dataset = named(small_graphs()["zachary"])
+    split, key, _ = cached_split(dataset, 0.5, 0, tmp_path)
+    stored = dict(np.load(tmp_path / key))
+    stored["negatives"][0, 0] = "nobody"
+    np.savez_compressed(tmp_path / key, **stored)
+    again, _, hit = cached_split(dataset, 0.5, 0, tmp_path)
+    assert not hit
+    np.testing.assert_array_equal(again.negatives, split.negatives)
 
 
 def named(graph: ig.Graph, order: np.ndarray | None = None) -> Dataset:

@@ -186,7 +186,11 @@ def check_split(split: EdgeSplit, graph: ig.Graph) -> None:
     full = np.sort(pair_keys(graph.get_edgelist(), n))
     residual = np.sort(pair_keys(split.residual, n))
     positives, negatives = pair_keys(split.positives, n), pair_keys(split.negatives, n)
+    pairs = (split.residual, split.positives, split.negatives)
     problems = {
+        # a cached pair whose name the graph lacks reads as -1, whose keys pass for a non-edge: a negative scored with
+        # the last vertex's embedding
+        "a pair names a node that the graph lacks": any(((part < 0) | (part >= n)).any() for part in pairs),
         "a positive is an edge of the residual graph": _member(positives, residual).any(),
         "a positive is not an edge of the graph": not _member(positives, full).all(),
         "a negative is an edge of the graph": _member(negatives, full).any(),
