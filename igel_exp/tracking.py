@@ -449,9 +449,12 @@ def open_experiment(uri: str, name: str) -> Experiment:
             _probe_write(database.parent)
             if not os.access(database, os.W_OK):
                 raise PermissionError(13, "Permission denied", str(database))
-        if why := deleted(mlflow.get_experiment_by_name(name), uri):  # MLflow's refusal read as a store fault
+        existing = mlflow.get_experiment_by_name(name)
+        if why := deleted(existing, uri):  # MLflow's refusal read as a store fault
             raise StoreError(why)
         experiment = mlflow.set_experiment(name)
+        if existing is None and database is not None:
+            experiment = _keep_artifacts_beside(database, experiment)
     except OSError as error:
         raise StoreError(
             f"cannot write the MLflow store {uri} ({error.strerror}: {error.filename}): point tracking.uri or"
@@ -469,9 +472,28 @@ def open_experiment(uri: str, name: str) -> Experiment:
             raise StoreError(
                 f"cannot write the artifact folder {folder} of experiment {name!r} in the MLflow store {uri}"
                 f" ({error.strerror}): a sqlite store keeps an experiment's artifacts where it was"
-                " made (./mlruns of the folder of its first run): make that writable, or use a new store"
+                " made (mlruns/ beside the database; ./mlruns of the folder of its first run for experiments made"
+                " before 2026-12-01 or by other tools): make that writable, or use a new store"
             ) from error
     return experiment
+
+
+def _keep_artifacts_beside(database: Path, experiment: Experiment) -> Experiment:
+    """A new experiment of a sqlite store, with its artifact folder `mlruns/<experiment>` beside the database, as the
+    default store's are. MLflow puts it under `./mlruns` of the working directory of the command that made it: one
+    store given as `tracking.uri=sqlite:////path/mlflow.db` had its experiments' artifacts in the folders of whichever
+    commands first ran them (a project checkout, a sweep's node), and not with the store."""
+    beside = database.absolute().parent / "mlruns" / experiment.experiment_id
+    location = experiment.artifact_location or ""
+    recorded = urlparse(location)
+    if recorded.scheme not in ("", "file") or Path(unquote(recorded.path) if recorded.scheme else location) == beside:
+        return experiment
+    new = beside.as_uri() if recorded.scheme else str(beside)
+    with contextlib.closing(sqlite3.connect(database, timeout=30)) as connection, connection:
+        connection.execute(
+            "update experiments set artifact_location = ? where experiment_id = ?", (new, experiment.experiment_id)
+        )
+    return mlflow.get_experiment(experiment.experiment_id)
 
 
 def _probe_write(folder: Path) -> None:

@@ -424,9 +424,29 @@ def test_an_experiment_whose_artifact_folder_is_read_only_names_that_folder(tmp_
         artifacts.chmod(0o755)
     assert result.stdout == (
         f"cannot write the artifact folder {artifacts} of experiment 'toy' in the MLflow store {uri} (Permission"
-        " denied): a sqlite store keeps an experiment's artifacts where it was made (./mlruns of the"
-        " folder of its first run): make that writable, or use a new store\n"
+        " denied): a sqlite store keeps an experiment's artifacts where it was made (mlruns/ beside the database;"
+        " ./mlruns of the folder of its first run for experiments made before 2026-12-01 or by other tools): make"
+        " that writable, or use a new store\n"
     ), result.stderr
+
+
+def test_a_store_given_by_its_path_keeps_new_experiments_artifacts_beside_it(tmp_path, monkeypatch):
+    """tracking.uri=sqlite:////path/mlflow.db from another folder: MLflow put a new experiment's artifacts under
+    ./mlruns of that folder, away from the store. They go to mlruns/ID beside the database, and stay there once the
+    experiment exists, whatever folder the next command runs in."""
+    (tmp_path / "store").mkdir()
+    for folder in ("first", "second"):
+        (tmp_path / folder).mkdir()
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    monkeypatch.chdir(tmp_path / "first")
+    first = _run_with_artifact(uri, "one")
+    monkeypatch.chdir(tmp_path / "second")
+    second = _run_with_artifact(uri, "two")
+    experiment = mlflow.get_experiment_by_name("toy")
+    beside = tmp_path / "store" / "mlruns" / experiment.experiment_id
+    assert Path(urlparse(experiment.artifact_location).path) == beside
+    assert [(beside / run / "artifacts" / "note.txt").read_text() for run in (first, second)] == ["one", "two"]
+    assert not list((tmp_path / "first").iterdir()) and not list((tmp_path / "second").iterdir())
 
 
 def _run_with_artifact(uri: str, text: str) -> str:
