@@ -180,6 +180,13 @@ def epoch_walks(
         yield random_walks(graph, starts[begin : begin + walks_per_chunk], walk_length, rng, return_p, inout_q)
 
 
+def walk_seed(seed: int) -> int:
+    """The seed of DeviceWalker's generator, derived from the run's `seed`: the trainer draws the negatives from a
+    generator of that seed on the same device, and two generators of one seed give the same bits (a batch's negatives
+    read the very draws that chose its walks' steps)."""
+    return int(np.random.SeedSequence([seed % 2**64, 1]).generate_state(1, np.uint64)[0])  # [seed, 1]: the walks'
+
+
 class DeviceWalker:
     """Random walks drawn where training runs (a GPU): the graph's CSR arrays on the device, every walker of a chunk
     advanced by a few kernels per step, with torch's generator — so walks never cross the host link.
@@ -194,7 +201,7 @@ class DeviceWalker:
         self.degree = torch.as_tensor(graph.degree, device=device)
         self.keys = torch.as_tensor(graph.edge_keys, device=device)
         self.n_nodes = graph.n_nodes
-        self.generator = torch.Generator(device=device).manual_seed(seed)
+        self.generator = torch.Generator(device=device).manual_seed(walk_seed(seed))
 
     def epoch(
         self,

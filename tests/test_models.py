@@ -651,6 +651,17 @@ def test_walks_drawn_on_the_device_train_alike(device):
     np.testing.assert_array_equal(first, again)
 
 
+def test_device_walks_draw_another_stream_than_the_trainers_negatives(device):
+    """The walker and the trainer's step, which draws the negatives, are seeded with the run's seed on one device: two
+    generators of one seed gave the same bits, the first batch's negatives the very draws of its walks' steps."""
+    graph = small_graphs()["zachary"]
+    trainer = SkipGramTrainer(1, 100, 0.1, 2, 2, device, seed=7, progress=False)
+    negatives = _SkipGramStep(trainer, IGELEmbedding(IGELEncoder(1).fit_transform(graph), dim=8).to(device)).generator
+    walker = DeviceWalker(CSRGraph.from_igraph(graph), device, 7).generator
+    draws = [torch.rand(1000, generator=generator, device=device) for generator in (walker, negatives)]
+    assert not torch.equal(*draws)
+
+
 def test_batch_scale_takes_larger_batches_at_the_same_learning_rate():
     cpu = torch.device("cpu")
     authors = SkipGramTrainer(1, batch_size=250_000, lr=0.01, negatives=9, window=8, device=cpu, seed=0)
