@@ -9,8 +9,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import igraph as ig
@@ -33,6 +35,17 @@ def shared_data_root() -> Path | None:
         if candidate and Path(candidate).is_dir():
             return Path(candidate)
     return None
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _temporary_files_in_pytests_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The temporary files of the tests' own process under pytest's folder, which keeps the last three sessions', not
+    in /tmp: MLflow's downloads of artifacts (download_artifacts without dst_path) are never removed, and a suite left
+    some 40 folders there."""
+    before = tempfile.tempdir
+    tempfile.tempdir = str(tmp_path_factory.mktemp("tempfile"))
+    yield
+    tempfile.tempdir = before
 
 
 @pytest.fixture
