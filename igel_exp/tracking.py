@@ -242,10 +242,9 @@ def follow_moved_artifacts(database: Path) -> None:
 def _artifacts_beside(database: Path, experiment: int, location: str | None, connection) -> Path | None:
     """The folder `mlruns/<experiment>` beside the database that stands for the experiment's recorded artifact folder
     `location` (see follow_moved_artifacts), None where there is none or it is that folder."""
-    recorded = urlparse(location or "")
-    if recorded.scheme not in ("", "file") or not recorded.path:
+    old = _local_folder(location)
+    if old is None:
         return None
-    old = Path(unquote(recorded.path) if recorded.scheme else location)
     beside = database.absolute().parent / old.parent.name / old.name
     if not beside.is_dir() or (old.exists() and old.samefile(beside)):
         return None
@@ -462,9 +461,8 @@ def open_experiment(uri: str, name: str) -> Experiment:
         ) from error
     except STORE_ERRORS as error:  # MLflow's own refusal (a scheme it lacks, a file store it no longer writes)
         raise StoreError(f"cannot open the MLflow store {uri}: {first_line(error)}") from error
-    location = urlparse(experiment.artifact_location or "")
-    if location.scheme in ("", "file"):
-        folder = Path(location.path)
+    folder = _local_folder(experiment.artifact_location)
+    if folder is not None:
         try:
             folder.mkdir(parents=True, exist_ok=True)
             _probe_write(folder)
@@ -485,15 +483,22 @@ def _keep_artifacts_beside(database: Path, experiment: Experiment) -> Experiment
     commands first ran them (a project checkout, a sweep's node), and not with the store."""
     beside = database.absolute().parent / "mlruns" / experiment.experiment_id
     location = experiment.artifact_location or ""
-    recorded = urlparse(location)
-    if recorded.scheme not in ("", "file") or Path(unquote(recorded.path) if recorded.scheme else location) == beside:
+    if _local_folder(location) in (None, beside):  # a remote place, or beside already
         return experiment
-    new = beside.as_uri() if recorded.scheme else str(beside)
+    new = beside.as_uri() if location.startswith("file:") else str(beside)
     with contextlib.closing(sqlite3.connect(database, timeout=30)) as connection, connection:
         connection.execute(
             "update experiments set artifact_location = ? where experiment_id = ?", (new, experiment.experiment_id)
         )
     return mlflow.get_experiment(experiment.experiment_id)
+
+
+def _local_folder(location: str | None) -> Path | None:
+    """The folder of an artifact place MLflow recorded (a path, or a file: URI), None for a remote one."""
+    recorded = urlparse(location or "")
+    if recorded.scheme not in ("", "file") or not recorded.path:
+        return None
+    return Path(unquote(recorded.path) if recorded.scheme else location)
 
 
 def _probe_write(folder: Path) -> None:
