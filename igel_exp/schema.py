@@ -679,6 +679,9 @@ def _unknown(node: DictConfig, name: str, schema: type) -> Iterator[str]:
     yield _not_a_setting(name, option, schema)
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
 def _out_of_range(item: Any, metadata: Any) -> str | None:
     """What the value should have been, or None when it is in range."""
     if metadata.get("number") and (isinstance(item, bool) or not isinstance(item, int | float)):
@@ -697,8 +700,14 @@ def _out_of_range(item: Any, metadata: Any) -> str | None:
         bounds.append(f"> {metadata['above']}")
     if "below" in metadata:
         bounds.append(f"< {metadata['below']}")
+    # numpy and torch take 64-bit integers: a larger one passed every bound, then was an OverflowError or TypeError
+    # traceback inside the run (trainer.dim=1e20 written out), or ran as if clipped (trainer.batch_size)
+    wide = isinstance(item, int) and not isinstance(item, bool) and not INT64_MIN <= item <= INT64_MAX
+    if wide:
+        bounds.append(f"≤ {INT64_MAX} (64 bits)")
     inside = (
-        math.isfinite(item)  # inf passes every bound, then trains to NaN or never ends
+        not wide
+        and math.isfinite(item)  # inf passes every bound, then trains to NaN or never ends
         and item >= metadata.get("min", item)
         and ("above" not in metadata or item > metadata["above"])
         and ("below" not in metadata or item < metadata["below"])

@@ -110,6 +110,12 @@ def test_a_wrong_type_or_choice_fails_while_composing_in_one_line(compose_config
         (["tracking.parent_run_id="], "tracking.parent_run_id=: expected one of the non-blank run ids"),
         (["task.objective="], "task.objective=: expected one of the non-blank metric names"),
         (["seed=4294967296"], "seed=4294967296: expected an integer ≥ 0 and < 4294967296"),
+        # beyond 64 bits: inside every bound, then an OverflowError or TypeError traceback from numpy or torch
+        (
+            ["trainer.dim=100000000000000000000"],
+            "trainer.dim=100000000000000000000: expected an integer ≥ 1 and ≤ 9223372036854775807 (64 bits)",
+        ),
+        (["trainer.walks_per_node=9223372036854775808"], "trainer.walks_per_node=9223372036854775808: expected an"),
         (["trainer.device=tpu"], "trainer.device=tpu: expected one of auto, cpu, mps, cuda, cuda:N, xpu or xpu:N"),
         (["experiment=link_prediction", "task.removed_fraction=1"], "task.removed_fraction=1.0: expected a number > 0"),
         (["experiment=ppi", "trainer.dropout=1"], "trainer.dropout=1.0: expected a number ≥ 0 and < 1"),
