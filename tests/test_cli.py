@@ -448,6 +448,15 @@ def test_a_failure_inside_a_run_leaves_it_failed(compose_config, tracking_uri, t
     assert run.status == "FAILED"
 
 
+def test_a_k_max_far_beyond_the_graph_clusters_up_to_its_distinct_embeddings(compose_config, tracking_uri, tmp_path):
+    """task.k_max=10**15 made a list of every k before the run: a MemoryError blamed on trainer.dim (and 10**9 one of
+    tens of GB). KMeans takes the ks up to the number of distinct embeddings, as for any k_max above it."""
+    metrics = pipelines.run(compose_config(*QUICK, "dataset=miserables", "task.k_max=1000000000000000"))
+    [run] = runs(tmp_path).itertuples()
+    assert run.status == "FINISHED"
+    assert 2 <= metrics["best_k"] <= 77
+
+
 JOBLIB_SWEEP = ["-m", "seed=0,1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "threads=1"]
 
 

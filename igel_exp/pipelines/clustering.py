@@ -21,7 +21,9 @@ def clustering(config: DictConfig) -> dict[str, float]:
     """Paper §4.1 / Appendix A: cluster unsupervised IGEL embeddings, pick k by modularity, compare with
     Louvain, and correlate node-to-neighbours similarity with centralities."""
     encoder = build_encoder(config.encoder, config.progress)
-    ks = list(range(config.task.k_min, config.task.k_max + 1))
+    # a range, not a list: task.k_max=10**15 made a list of 10**15 ks before the run (a MemoryError blamed on
+    # trainer.dim), and 10**9 one of tens of GB; KMeans takes those up to the number of distinct embeddings
+    ks = range(config.task.k_min, config.task.k_max + 1)
     stages = Stages()
     with tracked_run(config, config.name) as logger:
         with stages("load"):

@@ -3,9 +3,11 @@ Louvain for comparison, and the correlation of node-to-neighbours similarity wit
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import io
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,16 +43,22 @@ class KMeansSelection:
 
 
 def kmeans_by_modularity(
-    graph: ig.Graph, embeddings: np.ndarray, requested: list[int], seed: int, n_init: int = 10, key: str = "task.k_min"
+    graph: ig.Graph,
+    embeddings: np.ndarray,
+    requested: Sequence[int],
+    seed: int,
+    n_init: int = 10,
+    key: str = "task.k_min",
 ) -> KMeansSelection:
-    """KMeans for every k `requested` up to the number of distinct embeddings (KMeans cannot make more clusters than
-    points: it warns and leaves some empty); the best k is the one whose clusters have the highest modularity. `key`:
-    the config key that sets the smallest k, which the error names."""
+    """KMeans for every k `requested` (ascending) up to the number of distinct embeddings (KMeans cannot make more
+    clusters than points: it warns and leaves some empty); the best k is the one whose clusters have the highest
+    modularity. `key`: the config key that sets the smallest k, which the error names."""
     distinct = len(np.unique(embeddings, axis=0))
-    ks = [k for k in requested if 1 <= k <= distinct]
+    # cut at `distinct` by bisection, not by a walk over every k: task.k_max=10**15 is a range of 10**15 ks
+    ks = [k for k in requested[: bisect.bisect_right(requested, distinct)] if k >= 1]
     if not ks:
         raise ConfigError(
-            f"{key}={min(requested)}: the embeddings hold {distinct} distinct points (nodes encoded alike embed"
+            f"{key}={requested[0]}: the embeddings hold {distinct} distinct points (nodes encoded alike embed"
             " alike), too few for that many clusters"
         )
     if len(ks) < len(requested):
