@@ -185,15 +185,29 @@ def use_store(uri: str) -> str:
     if database is not None:
         database.parent.mkdir(parents=True, exist_ok=True)
         with _store_lock(database):
-            if database.is_file():
+            existed = database.is_file()
+            if existed:
                 _refuse_foreign_database(database)
+            fresh = not existed or database.stat().st_size == 0
             try:
                 mlflow.MlflowClient(tracking_uri=uri).search_experiments(max_results=1)  # creates or migrates it
             except ValueError as error:  # SQLAlchemy's, on an option of the URI's query it cannot take
+                _drop_half_made(database, fresh, existed)
                 raise StoreError(f"cannot open the MLflow store {uri} ({first_line(error)})") from None
+            except BaseException:
+                _drop_half_made(database, fresh, existed)
+                raise
             follow_moved_artifacts(database)
     close_stale_runs(uri)
     return uri
+
+
+def _drop_half_made(database: Path, fresh: bool, existed: bool) -> None:
+    """Undo a store this process began to make and could not finish (a full disk, a file size limit mid-migrations):
+    half-made, no command could open it again (`table spans already exists`). A store that had tables is kept."""
+    if fresh:
+        with contextlib.suppress(OSError):
+            database.write_bytes(b"") if existed else database.unlink()
 
 
 def sqlite_file(uri: str) -> Path | None:

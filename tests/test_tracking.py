@@ -516,6 +516,34 @@ def test_a_store_in_a_read_only_folder_fails_in_one_line_and_gets_no_run(tmp_pat
     assert client.search_runs([experiment.experiment_id for experiment in client.search_experiments()]) == []
 
 
+def _small_files() -> None:
+    """A file size limit of 300 kB, a full disk to sqlite (MLflow's new store is 950 kB), for a child process."""
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), the process goes on
+    resource.setrlimit(resource.RLIMIT_FSIZE, (300_000, 300_000))
+
+
+def test_a_store_that_could_not_be_made_is_not_left_half_made(tmp_path):
+    """A full disk while a new store's migrations run: one line, and no half-made database, which no command could open
+    again (`table spans already exists`) and which had to be found and deleted by hand."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    script = (
+        "import sys; from igel_exp.errors import StoreError; from igel_exp.tracking import open_experiment\n"
+        "try:\n"
+        "    open_experiment(sys.argv[1], 'toy')\n"
+        "except StoreError as error:\n"
+        "    print(error)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, uri], capture_output=True, text=True, preexec_fn=_small_files
+    )
+    assert result.stdout.startswith(f"cannot open the MLflow store {uri}"), result.stdout + result.stderr
+    assert not (tmp_path / "mlflow.db").exists()
+    use_store(uri)  # once there is room, the store is made
+    assert [experiment.name for experiment in mlflow.MlflowClient(uri).search_experiments()] == ["Default"]
+
+
 def test_a_deleted_experiment_is_named_with_the_way_back(tmp_path):
     """MLflow refuses to log to a deleted experiment: that read `cannot open the MLflow store …`, a store that opens."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
