@@ -709,12 +709,14 @@ class RunLogger:
 
     @store_call()
     def figure(self, figure: plt.Figure, name: str) -> None:
-        mlflow.log_figure(figure, name)
+        with writing_artifact(name, self.run):
+            mlflow.log_figure(figure, name)
         plt.close(figure)
 
     @store_call()
     def table(self, frame: pd.DataFrame, name: str) -> None:
-        mlflow.log_text(frame.to_csv(index=False), name)
+        with writing_artifact(name, self.run):
+            mlflow.log_text(frame.to_csv(index=False), name)
 
     def embeddings(self, values: np.ndarray, graph: ig.Graph, **columns: Any) -> None:
         """embeddings.npy and nodes.csv, which names its rows: row i is the graph's vertex i (vertex, name, then
@@ -728,25 +730,44 @@ class RunLogger:
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / name
             np.save(path, values)
-            mlflow.log_artifact(str(path))
+            with writing_artifact(name, self.run):
+                mlflow.log_artifact(str(path))
 
     @store_call()
     def file(self, path: str | Path) -> None:
         """Log an existing file under its own name."""
-        mlflow.log_artifact(str(path), run_id=self.run_id)
+        with writing_artifact(Path(path).name, self.run):
+            mlflow.log_artifact(str(path), run_id=self.run_id)
 
     @store_call()
     def folder(self, path: str | Path, name: str) -> None:
         """Log the files of a folder as the artifact folder `name`."""
-        mlflow.log_artifacts(str(path), artifact_path=name, run_id=self.run_id)
+        with writing_artifact(name, self.run):
+            mlflow.log_artifacts(str(path), artifact_path=name, run_id=self.run_id)
 
     @store_call()
     def text(self, text: str, name: str) -> None:
-        mlflow.log_text(text, name)
+        with writing_artifact(name, self.run):
+            mlflow.log_text(text, name)
 
     @store_call()
     def tags(self, values: Mapping[str, Any]) -> None:
         mlflow.set_tags({key: str(value) for key, value in values.items()})
+
+
+@contextmanager
+def writing_artifact(name: str, run: mlflow.ActiveRun) -> Iterator[None]:
+    """An artifact's write whose OSError (a full disk, a folder made read-only since the run began) is a StoreError
+    naming the artifact and the run's artifact folder: igel-run read it as one of Hydra's own files, `None: No space
+    left on device (hydra.run.dir, or hydra.sweep.dir with -m, sets where Hydra writes)`."""
+    try:
+        yield
+    except OSError as error:
+        where = f": {error.filename}" if error.filename else ""
+        raise StoreError(
+            f"cannot write the artifact {name} of run {run.info.run_id} ({error.strerror or error}{where}); its"
+            f" artifact folder is {run.info.artifact_uri}"
+        ) from error
 
 
 def run_name_of(config: DictConfig, *details: str, encoded: bool = True, graph: str | None = None) -> str | None:
@@ -819,7 +840,8 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
             )
             log.info("MLflow run %s in experiment %r at %s", run.info.run_id, experiment, mlflow.get_tracking_uri())
             mlflow.log_params(flatten({k: v for k, v in resolved.items() if k not in NOT_PARAMS}))
-            mlflow.log_text(OmegaConf.to_yaml(resolved), "config.yaml")
+            with writing_artifact("config.yaml", run):
+                mlflow.log_text(OmegaConf.to_yaml(resolved), "config.yaml")
         with heartbeat(run.info.run_id):
             yield RunLogger(run)
     except BaseException as error:

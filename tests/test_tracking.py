@@ -544,6 +544,39 @@ def test_a_store_that_could_not_be_made_is_not_left_half_made(tmp_path):
     assert [experiment.name for experiment in mlflow.MlflowClient(uri).search_experiments()] == ["Default"]
 
 
+def test_an_artifact_that_cannot_be_written_is_named_and_its_run_failed(tmp_path, _empty_store):
+    """A full disk (here a file size limit) as a run writes an artifact: one line naming the artifact and the run's
+    artifact folder, the run FAILED. It was an OSError that igel-run blamed on Hydra's files: `None: No space left on
+    device (hydra.run.dir, or hydra.sweep.dir with -m, sets where Hydra writes)`."""
+    shutil.copy(_empty_store, tmp_path / "mlflow.db")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    script = (
+        "import sys; from omegaconf import OmegaConf; from igel_exp.errors import StoreError\n"
+        "from igel_exp.tracking import tracked_run\n"
+        "try:\n"
+        "    with tracked_run(OmegaConf.create({'name': 'toy', 'tracking': {'uri': sys.argv[1]}}), 'toy') as logger:\n"
+        "        logger.text('x' * 8_000_000, 'big.txt')\n"
+        "except StoreError as error:\n"
+        "    print(error)\n"
+    )
+
+    def five_megabytes() -> None:
+        import resource
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (5_000_000, 5_000_000))
+
+    result = subprocess.run(
+        [sys.executable, "-c", script, uri], capture_output=True, text=True, preexec_fn=five_megabytes, cwd=tmp_path
+    )
+    [run] = mlflow.MlflowClient(uri).search_runs([mlflow.MlflowClient(uri).get_experiment_by_name("toy").experiment_id])
+    assert result.stdout == (
+        f"cannot write the artifact big.txt of run {run.info.run_id} (File too large); its artifact folder is"
+        f" {run.info.artifact_uri}\n"
+    ), result.stdout + result.stderr
+    assert run.info.status == "FAILED"
+
+
 def test_a_deleted_experiment_is_named_with_the_way_back(tmp_path):
     """MLflow refuses to log to a deleted experiment: that read `cannot open the MLflow store …`, a store that opens."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
