@@ -53,6 +53,16 @@ except ImportError:  # Windows: no advisory locks; start concurrent runs after t
 
 log = logging.getLogger(__name__)
 
+
+def _not_mlflows_caught_database_error(record: logging.LogRecord) -> bool:
+    """MLflow logs a database error it catches with its traceback (`SQLAlchemy database error. The following exception
+    is caught.`), then raises it as an MlflowException: whoever catches that says it (igel-run in one line, a full
+    disk's `database or disk is full`), and the log record is left out."""
+    return not str(record.msg).startswith("SQLAlchemy database error")
+
+
+logging.getLogger("mlflow.store.db.utils").addFilter(_not_mlflows_caught_database_error)
+
 PARENT_RUN_ENV = "IGEL_PARENT_RUN_ID"  # set by a sweep so that its jobs become nested runs
 LAUNCHER_ENV = "IGEL_SWEEP_LAUNCHER"  # the pid of the process that launches a sweep's jobs, which they watch
 # PYTHONWARNINGS filters of the resource trackers' warning of leaked semaphores: multiprocessing's and loky's (joblib)
@@ -851,9 +861,29 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
                 mlflow.set_tag("error", f"{type(error).__name__}: {error}"[:5000])
                 mlflow.end_run(RunStatus.to_string(RunStatus.FAILED))
             setattr(error, FAILED_RUN, active.info.run_id)
+        if database_error(error):
+            raise StoreError(f"cannot write the MLflow store {uri} ({first_line(error)})") from error
         raise
-    with store_call():
-        mlflow.end_run()
+    try:
+        with store_call():
+            mlflow.end_run()
+    except (MlflowException, SQLAlchemyError) as error:
+        if not database_error(error):
+            raise
+        raise StoreError(f"cannot write the MLflow store {uri} ({first_line(error)})") from error
+
+
+def database_error(error: BaseException) -> bool:
+    """Whether `error` is the store's database failing a write (a full disk: `database or disk is full`, a database
+    locked for good), which MLflow raises as a traceback of three chained exceptions from inside a run's first or last
+    write (log_params, end_run), where igel-run says it in one line."""
+    while error is not None:
+        if isinstance(error, SQLAlchemyError):
+            return True
+        if not isinstance(error, MlflowException):
+            return False
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def _parent_tags(parent: str, uri: str, source: str) -> dict[str, str]:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -516,12 +517,16 @@ def test_a_store_in_a_read_only_folder_fails_in_one_line_and_gets_no_run(tmp_pat
     assert client.search_runs([experiment.experiment_id for experiment in client.search_experiments()]) == []
 
 
-def _small_files() -> None:
-    """A file size limit of 300 kB, a full disk to sqlite (MLflow's new store is 950 kB), for a child process."""
-    import resource
+def _file_size_limit(size: int) -> Callable[[], None]:
+    """For a child process: files grow to `size` bytes only, a full disk to sqlite (a write past it fails: EFBIG)."""
 
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), the process goes on
-    resource.setrlimit(resource.RLIMIT_FSIZE, (300_000, 300_000))
+    def limit() -> None:
+        import resource
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails and the process goes on
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+    return limit
 
 
 def test_a_store_that_could_not_be_made_is_not_left_half_made(tmp_path):
@@ -536,7 +541,7 @@ def test_a_store_that_could_not_be_made_is_not_left_half_made(tmp_path):
         "    print(error)\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", script, uri], capture_output=True, text=True, preexec_fn=_small_files
+        [sys.executable, "-c", script, uri], capture_output=True, text=True, preexec_fn=_file_size_limit(300_000)
     )
     assert result.stdout.startswith(f"cannot open the MLflow store {uri}"), result.stdout + result.stderr
     assert not (tmp_path / "mlflow.db").exists()
@@ -560,20 +565,49 @@ def test_an_artifact_that_cannot_be_written_is_named_and_its_run_failed(tmp_path
         "    print(error)\n"
     )
 
-    def five_megabytes() -> None:
-        import resource
-
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (5_000_000, 5_000_000))
-
     result = subprocess.run(
-        [sys.executable, "-c", script, uri], capture_output=True, text=True, preexec_fn=five_megabytes, cwd=tmp_path
+        [sys.executable, "-c", script, uri],
+        capture_output=True,
+        text=True,
+        preexec_fn=_file_size_limit(5_000_000),
+        cwd=tmp_path,
     )
     [run] = mlflow.MlflowClient(uri).search_runs([mlflow.MlflowClient(uri).get_experiment_by_name("toy").experiment_id])
     assert result.stdout == (
         f"cannot write the artifact big.txt of run {run.info.run_id} (File too large); its artifact folder is"
         f" {run.info.artifact_uri}\n"
     ), result.stdout + result.stderr
+    assert run.info.status == "FAILED"
+
+
+def test_a_store_that_fills_up_during_a_run_is_one_line_and_the_run_failed(tmp_path):
+    """The store's database cannot grow (a full disk; here a file size limit at its size) once a run has begun: one
+    line, the run FAILED. It was MLflow's traceback of three chained exceptions, after MLflow had logged the same
+    traceback twice."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    use_store(uri)
+    size = (tmp_path / "mlflow.db").stat().st_size
+    script = (
+        "import sys; from omegaconf import OmegaConf; from igel_exp.errors import StoreError\n"
+        "from igel_exp.tracking import tracked_run\n"
+        "try:\n"
+        "    with tracked_run(OmegaConf.create({'name': 'toy', 'tracking': {'uri': sys.argv[1]}}), 'toy') as logger:\n"
+        "        logger.metrics({f'metric{i}': i for i in range(5000)})\n"
+        "except StoreError as error:\n"
+        "    print(error)\n"
+    )
+
+    result = subprocess.run(
+        [sys.executable, "-c", script, uri],
+        capture_output=True,
+        text=True,
+        preexec_fn=_file_size_limit(size),
+        cwd=tmp_path,
+    )
+    assert result.stdout.startswith(f"cannot write the MLflow store {uri} ((sqlite3.OperationalError) "), result.stdout
+    assert "Traceback" not in result.stderr
+    client = mlflow.MlflowClient(uri)
+    [run] = client.search_runs([client.get_experiment_by_name("toy").experiment_id])
     assert run.info.status == "FAILED"
 
 
