@@ -27,7 +27,15 @@ from omegaconf.errors import OmegaConfBaseException
 
 from igel_exp.entry import deliver_held_interrupt, interruptible, raise_held_interrupt
 from igel_exp.errors import FAILED_RUN, IgelError, first_line, nearest_existing, option_error, yaml_problem
-from igel_exp.schema import check_launcher, describe, not_taken, override_keys, picked_groups, taken_by
+from igel_exp.schema import (
+    check_launcher,
+    describe,
+    not_taken,
+    override_keys,
+    picked_groups,
+    refuse_option_names,
+    taken_by,
+)
 
 CONFIG_PATH = "pkg://igel_exp.conf"
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -256,6 +264,7 @@ class SweepCheck(Callback):
         # SystemExit: Hydra turns a callback's exceptions into warnings and goes on
         try:
             given = override_keys(config.hydra.overrides.task)
+            refuse_option_names(given)
             unused = set(given)  # the command line's keys that no job's options take
             jobs = []
             # a bar where the check takes long (a grid of thousands: some 20 ms a job)

@@ -44,7 +44,7 @@ from igel_exp.errors import ConfigError, first_line, yaml_problem
 from igel_exp.identity import NOT_IDENTITY, PACKAGE, config_hash, source_fingerprint
 from igel_exp.protocol import DEFAULT as DEFAULT_PROTOCOL
 from igel_exp.protocol import check_protocol, check_switches
-from igel_exp.schema import check, describe, group_options
+from igel_exp.schema import check, describe, group_options, override_keys, refuse_option_names
 from igel_exp.tracking import flatten
 
 log = logging.getLogger(__name__)
@@ -240,6 +240,12 @@ def load_plan(path: Path, profile: str = "full", overrides: Sequence[str] = ()) 
             extra = [str(value) for value in spec.quick.get("overrides") or []]
         arguments = [f"{key}={value}" for key, value in params.items()] + extra  # as Hydra's BasicSweeper does
         arguments += list(overrides)
+        try:  # dataset.name=facebook would run the file's dataset option's settings on Facebook (schema)
+            refuse_option_names(override_keys(overrides))
+        except ConfigError as error:
+            raise ConfigError(f"{path.name}: {error}") from None
+        except HydraException:  # an override Hydra cannot parse: _expand says so
+            pass
         batches = _expand(arguments, path.name, composer.search)
         if not batches:  # igel-run -m says the same of it
             raise ConfigError(f"{path.name}: the sweep has no jobs (a sweep over an empty range or list?)")

@@ -487,8 +487,29 @@ def check(config: DictConfig, given: Iterable[str] = ()) -> None:
     """
     for problem in _problems(config, ""):
         raise ConfigError(problem)
+    refuse_option_names(given)
     for key in not_taken(config, given):
         raise ConfigError(not_taken_message(config, key))
+
+
+# the keys that name a group's option: the pipelines load and run what they say
+OPTION_NAMES = {f"{group}.name": group for group in ("dataset", "encoder", "task")}
+
+
+def refuse_option_names(given: Iterable[str]) -> None:
+    """Raise ConfigError for `dataset.name=facebook` (encoder.name, task.name) among the command line's keys: the
+    pipelines load and run what the name says, but the option's other settings, its schema and what the choice selects
+    (conf/specialise/ files, a protocol's switches) stay the picked option's. `experiment=link_prediction
+    dataset.name=astroph` ran AstroPh, named so, with Facebook's settings (α = 2, 10 epochs, walks of 150: the
+    specialise/ file of the default dataset=facebook) where dataset=astroph has α = 3, 8 epochs, walks of 100;
+    `encoder.name=deepwalk` ran DeepWalk logging IGEL's encoder.distance as its own."""
+    for key in given:
+        if key in OPTION_NAMES:
+            group = OPTION_NAMES[key]
+            raise ConfigError(
+                f"{key} names the option that {group}= picks, and is not set on its own: pick the option instead"
+                f" ({group}=OPTION), whose settings follow it"
+            )
 
 
 JOBLIB_LAUNCHER = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
