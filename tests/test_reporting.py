@@ -602,7 +602,7 @@ def test_csv_lists_each_protocol_with_its_range_and_match(experiments_dir, store
 
 def test_a_paper_mean_is_marked_and_its_verdict_counts_the_interval(experiments_dir, store_uri, capsys, tmp_path):
     """Row 1's paper value is a mean of five runs (`runs: 5`), row 2's one run. Ours, 0.45-0.55 on both rows: 0.56
-    lies outside that min-max but inside our interval for a mean of five (0.5 ± 0.0787), 0.3 outside both. The table
+    lies outside that min-max but inside our interval for a mean of five (0.5 ± 0.157), 0.3 outside both. The table
     says which value is a mean and how it is judged, the CSV gives each cell's count, and the bar weighs the mean's cell
     by PREDICTION: a perfect reproduction matches 0.95 + 1/3 cells here."""
     paper = [{"encoder.distance": 1, "PageRank": 0.56, "runs": 5}, {"encoder.distance": 2, "PageRank": 0.3}]
