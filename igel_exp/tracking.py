@@ -201,11 +201,10 @@ def use_store(uri: str) -> str:
             fresh = not existed or database.stat().st_size == 0
             try:
                 mlflow.MlflowClient(tracking_uri=uri).search_experiments(max_results=1)  # creates or migrates it
-            except ValueError as error:  # SQLAlchemy's, on an option of the URI's query it cannot take
+            except BaseException as error:
                 _drop_half_made(database, fresh, existed)
-                raise StoreError(f"cannot open the MLflow store {uri} ({first_line(error)})") from None
-            except BaseException:
-                _drop_half_made(database, fresh, existed)
+                if isinstance(error, ValueError):  # SQLAlchemy's, on an option of the URI's query it cannot take
+                    raise StoreError(f"cannot open the MLflow store {uri} ({first_line(error)})") from None
                 raise
             follow_moved_artifacts(database)
     close_stale_runs(uri)
@@ -861,29 +860,25 @@ def tracked_run(config: DictConfig, experiment: str, run_name: str | None = None
                 mlflow.set_tag("error", f"{type(error).__name__}: {error}"[:5000])
                 mlflow.end_run(RunStatus.to_string(RunStatus.FAILED))
             setattr(error, FAILED_RUN, active.info.run_id)
-        if database_error(error):
-            raise StoreError(f"cannot write the MLflow store {uri} ({first_line(error)})") from error
+        _raise_database_error(error, uri)
         raise
     try:
         with store_call():
             mlflow.end_run()
     except (MlflowException, SQLAlchemyError) as error:
-        if not database_error(error):
-            raise
-        raise StoreError(f"cannot write the MLflow store {uri} ({first_line(error)})") from error
+        _raise_database_error(error, uri)
+        raise
 
 
-def database_error(error: BaseException) -> bool:
-    """Whether `error` is the store's database failing a write (a full disk: `database or disk is full`, a database
-    locked for good), which MLflow raises as a traceback of three chained exceptions from inside a run's first or last
-    write (log_params, end_run), where igel-run says it in one line."""
-    while error is not None:
-        if isinstance(error, SQLAlchemyError):
-            return True
-        if not isinstance(error, MlflowException):
-            return False
-        error = error.__cause__ or error.__context__
-    return False
+def _raise_database_error(error: BaseException, uri: str) -> None:
+    """A StoreError in one line where `error` is the store's database failing a write (a full disk: `database or disk
+    is full`, a database locked for good), which MLflow raises as a traceback of three chained exceptions from inside a
+    run's first or last write (log_params, end_run); nothing for any other error."""
+    cause = error
+    while isinstance(cause, MlflowException | SQLAlchemyError):
+        if isinstance(cause, SQLAlchemyError):
+            raise StoreError(f"cannot write the MLflow store {uri} ({first_line(error)})") from error
+        cause = cause.__cause__ or cause.__context__
 
 
 def _parent_tags(parent: str, uri: str, source: str) -> dict[str, str]:

@@ -529,6 +529,23 @@ def _file_size_limit(size: int) -> Callable[[], None]:
     return limit
 
 
+def _log_under_size_limit(uri: str, logging: str, size: int) -> subprocess.CompletedProcess:
+    """A child process, its files limited to `size` bytes, that runs `logging` (a statement on `logger`) inside a run of
+    experiment 'toy' of the store at `uri` and prints the StoreError it ends with; run in the store's folder."""
+    script = (
+        "import sys; from omegaconf import OmegaConf; from igel_exp.errors import StoreError\n"
+        "from igel_exp.tracking import tracked_run\n"
+        "try:\n"
+        "    with tracked_run(OmegaConf.create({'name': 'toy', 'tracking': {'uri': sys.argv[1]}}), 'toy') as logger:\n"
+        f"        {logging}\n"
+        "except StoreError as error:\n"
+        "    print(error)\n"
+    )
+    folder = Path(uri.removeprefix("sqlite:///")).parent
+    command = [sys.executable, "-c", script, uri]
+    return subprocess.run(command, capture_output=True, text=True, preexec_fn=_file_size_limit(size), cwd=folder)
+
+
 def test_a_store_that_could_not_be_made_is_not_left_half_made(tmp_path):
     """A full disk while a new store's migrations run: one line, and no half-made database, which no command could open
     again (`table spans already exists`) and which had to be found and deleted by hand."""
@@ -555,23 +572,7 @@ def test_an_artifact_that_cannot_be_written_is_named_and_its_run_failed(tmp_path
     device (hydra.run.dir, or hydra.sweep.dir with -m, sets where Hydra writes)`."""
     shutil.copy(_empty_store, tmp_path / "mlflow.db")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    script = (
-        "import sys; from omegaconf import OmegaConf; from igel_exp.errors import StoreError\n"
-        "from igel_exp.tracking import tracked_run\n"
-        "try:\n"
-        "    with tracked_run(OmegaConf.create({'name': 'toy', 'tracking': {'uri': sys.argv[1]}}), 'toy') as logger:\n"
-        "        logger.text('x' * 8_000_000, 'big.txt')\n"
-        "except StoreError as error:\n"
-        "    print(error)\n"
-    )
-
-    result = subprocess.run(
-        [sys.executable, "-c", script, uri],
-        capture_output=True,
-        text=True,
-        preexec_fn=_file_size_limit(5_000_000),
-        cwd=tmp_path,
-    )
+    result = _log_under_size_limit(uri, "logger.text('x' * 8_000_000, 'big.txt')", 5_000_000)
     [run] = mlflow.MlflowClient(uri).search_runs([mlflow.MlflowClient(uri).get_experiment_by_name("toy").experiment_id])
     assert result.stdout == (
         f"cannot write the artifact big.txt of run {run.info.run_id} (File too large); its artifact folder is"
@@ -587,23 +588,7 @@ def test_a_store_that_fills_up_during_a_run_is_one_line_and_the_run_failed(tmp_p
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     use_store(uri)
     size = (tmp_path / "mlflow.db").stat().st_size
-    script = (
-        "import sys; from omegaconf import OmegaConf; from igel_exp.errors import StoreError\n"
-        "from igel_exp.tracking import tracked_run\n"
-        "try:\n"
-        "    with tracked_run(OmegaConf.create({'name': 'toy', 'tracking': {'uri': sys.argv[1]}}), 'toy') as logger:\n"
-        "        logger.metrics({f'metric{i}': i for i in range(5000)})\n"
-        "except StoreError as error:\n"
-        "    print(error)\n"
-    )
-
-    result = subprocess.run(
-        [sys.executable, "-c", script, uri],
-        capture_output=True,
-        text=True,
-        preexec_fn=_file_size_limit(size),
-        cwd=tmp_path,
-    )
+    result = _log_under_size_limit(uri, "logger.metrics({f'metric{i}': i for i in range(5000)})", size)
     assert result.stdout.startswith(f"cannot write the MLflow store {uri} ((sqlite3.OperationalError) "), result.stdout
     assert "Traceback" not in result.stderr
     client = mlflow.MlflowClient(uri)
