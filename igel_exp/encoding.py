@@ -178,12 +178,13 @@ def ego_shells(adj: sp.csr_matrix, sources: np.ndarray, distance: int) -> list[S
         here = tag == _CURRENT_LAYER
         packed, here_rows, here_cols = data[here], rows[here], cols[here]
         closer, same = packed >> (2 * _FIELD) & _MASK, packed & _MASK
-        if c == distance:  # the outer shell: neighbours further out are outside the ego graph
+        new = tag == 0
+        # the outer shell, or every ego graph is whole (no node further out: the shells past c are empty, and a huge
+        # distance costs no more than the graph's diameter)
+        if c == distance or not new.any():
             shells.append(Shell(c, here_rows, here_cols, closer, same, np.zeros_like(same)))
             break
         previous = _csr(_PREVIOUS_LAYER | closer << (2 * _FIELD) | same << _FIELD, here_rows, here_cols, shape)
-
-        new = tag == 0
         new_rows, new_cols = rows[new], cols[new]
         frontier = _csr(np.ones(len(new_cols), dtype=np.int64), new_rows, new_cols, shape)
         current = _csr(_CURRENT_LAYER | data[new] << (2 * _FIELD), new_rows, new_cols, shape)

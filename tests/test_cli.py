@@ -430,6 +430,13 @@ def test_an_allocation_the_machine_cannot_make_is_one_line_and_a_failed_run(comp
     assert list(runs(tmp_path).status) == ["FAILED"]
 
 
+def test_a_distance_past_any_graphs_diameter_is_an_allocation_that_names_the_distance(compose_config, tracking_uri):
+    """encoder.distance=10^8: the encoding once looped over empty shells for hours, deaf to SIGTERM (a worker thread's
+    chunk); now it stops at the graph's diameter, and W's (α + 1)(δmax + 1) rows are what cannot be allocated."""
+    with pytest.raises(BudgetError, match=r"^out of memory .*: a smaller trainer.dim, encoder.distance, trainer.batch"):
+        pipelines.run(compose_config(*QUICK, f"encoder.distance={10**8}"))
+
+
 @pytest.mark.parametrize("precision", ["float32", "bfloat16"])
 def test_a_run_names_its_hardware_and_warns_where_bfloat16_would_run_emulated(
     compose_config, tracking_uri, tmp_path, caplog, precision

@@ -23,6 +23,17 @@ def test_counts_equal_plain_bfs_on_every_node(name, distance, relative):
     np.testing.assert_array_equal(counts.toarray(), reference_counts(graph, encoder))
 
 
+@pytest.mark.parametrize("name", sorted(small_graphs()))
+def test_a_distance_past_the_diameter_stops_where_the_ego_graphs_are_whole(name):
+    """A huge encoder.distance once looped over empty shells up to it: hours, deaf to Ctrl-C, in a worker thread."""
+    graph = small_graphs()[name]
+    diameter, far = graph.diameter(unconn=True), graph.diameter(unconn=True) + 50
+    shells = encoding.ego_shells(adjacency(graph), np.arange(graph.vcount()), far)
+    assert max(shell.distance for shell in shells) == diameter and len(shells) == diameter + 1
+    encoder = IGELEncoder(far, relative_degrees=True).fit(graph)
+    np.testing.assert_array_equal(encoder.counts(graph).toarray(), reference_counts(graph, encoder))
+
+
 def test_worked_example_of_the_design_notes():
     graph = ig.Graph.Tree(28, 3)
     encoder = IGELEncoder(2).fit(graph)

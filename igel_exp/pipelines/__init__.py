@@ -90,9 +90,10 @@ def run(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
         asked = None if isinstance(error, IgelError) else out_of_memory(error)  # a BudgetError is already one line
         if asked is None:
             raise
-        raise BudgetError(
-            f"out of memory ({asked}): a smaller trainer.dim, trainer.batch_size, trainer.negatives or graph needs less"
-        ) from None
+        # IGEL's W has a row per (distance, degree) column: (α + 1)(δmax + 1) of them
+        distance = ["encoder.distance"] if "distance" in config.encoder else []
+        keys = ", ".join(["trainer.dim", *distance, "trainer.batch_size", "trainer.negatives"])
+        raise BudgetError(f"out of memory ({asked}): a smaller {keys} or graph needs less") from None
 
 
 def out_of_memory(error: BaseException) -> str | None:
