@@ -502,8 +502,16 @@ def refuse_option_names(given: Iterable[str]) -> None:
     (conf/specialise/ files, a protocol's switches) stay the picked option's. `experiment=link_prediction
     dataset.name=astroph` ran AstroPh, named so, with Facebook's settings (α = 2, 10 epochs, walks of 150: the
     specialise/ file of the default dataset=facebook) where dataset=astroph has α = 3, 8 epochs, walks of 100;
-    `encoder.name=deepwalk` ran DeepWalk logging IGEL's encoder.distance as its own."""
+    `encoder.name=deepwalk` ran DeepWalk logging IGEL's encoder.distance as its own.
+
+    So is `task=…`: each experiment has one task, and `igel-run task=link_prediction` ran link prediction on the default
+    experiment's graph, Les Misérables, filed in MLflow under its experiment, `clustering`."""
     for key in given:
+        if key == "task":
+            raise ConfigError(
+                "task= is picked by the experiment, and is not set on its own: pick the experiment instead"
+                " (experiment=OPTION, listed by --help), whose dataset, settings and MLflow experiment follow it"
+            )
         if key in OPTION_NAMES:
             group = OPTION_NAMES[key]
             raise ConfigError(

@@ -152,8 +152,8 @@ def test_invalid_invocations_fail_in_one_line_before_any_run(tmp_path, monkeypat
 def test_an_options_name_set_on_its_own_is_refused(tmp_path, monkeypatch):
     """`experiment=link_prediction dataset.name=astroph` ran AstroPh with the settings that conf/specialise/ gives the
     default dataset=facebook (α = 2, 10 epochs; AstroPh's are α = 3, 8 epochs); `encoder.name=deepwalk` ran DeepWalk
-    logging IGEL's settings as its own. Refused, as a single run, a sweep and igel-reproduce's overrides, before any
-    store."""
+    logging IGEL's settings as its own; `task=link_prediction` ran link prediction on Les Misérables, filed under the
+    clustering experiment. Refused, as a single run, a sweep and igel-reproduce's overrides, before any store."""
     from igel_exp.plan import default_experiments_dir, load_plan
 
     monkeypatch.chdir(tmp_path)
@@ -162,9 +162,14 @@ def test_an_options_name_set_on_its_own_is_refused(tmp_path, monkeypatch):
     assert exit_line(*HERE, "experiment=link_prediction", "dataset.name=astroph").startswith(line)
     line = "igel-run: error: encoder.name names the option that encoder= picks"
     assert exit_line("-m", "seed=0,1", *HERE, "encoder.name=deepwalk").startswith(line)
+    line = "igel-run: error: task= is picked by the experiment, and is not set on its own: pick the experiment"
+    assert exit_line(*HERE, "task=link_prediction").startswith(line)  # ran LP on Les Misérables, filed as clustering
     assert not (tmp_path / "mlflow.db").exists()
+    plan = default_experiments_dir() / "miserables_correlations.yaml"
     with pytest.raises(ConfigError, match=r"^miserables_correlations.yaml: task.name names the option that task="):
-        load_plan(default_experiments_dir() / "miserables_correlations.yaml", "quick", ["task.name=link_prediction"])
+        load_plan(plan, "quick", ["task.name=link_prediction"])
+    with pytest.raises(ConfigError, match=r"^miserables_correlations.yaml: task= is picked by the experiment"):
+        load_plan(plan, "quick", ["task=link_prediction"])
 
 
 def test_a_users_dataset_file_without_its_schema_line_takes_overrides(tmp_path):
