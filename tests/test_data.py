@@ -130,6 +130,20 @@ def test_malformed_files_name_the_file_and_line(tmp_path, text, node_ids, messag
     assert "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize(
+    ("text", "warned"), [("source target\nalice bob\nbob carol\n", True), ("alice bob\nbob carol\n", False)]
+)
+def test_a_header_read_as_an_edge_of_tokens_is_warned_of(tmp_path, caplog, text, warned):
+    """node_ids=int refuses a header line (not an integer); tokens read it as an edge of two nodes of their own."""
+    graph, _ = read_edgelist(write(tmp_path / "g.txt", text), node_ids="token")
+    assert graph.ecount() == text.count("\n")
+    messages = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    expected = (
+        f"{tmp_path / 'g.txt'}: the first edge, source target, shares no node with any other line: if it is a header"
+    )
+    assert [message.startswith(expected) for message in messages] == ([True] if warned else [])
+
+
 @pytest.mark.parametrize("blank", ["\xa0", "\f", "\v"], ids=["no-break space", "form feed", "vertical tab"])
 def test_token_ids_split_at_any_blank_whichever_parser_reads_the_file(tmp_path, blank):
     """pandas' C parser splits at spaces and tabs only: with a weight column, `c<no-break space>d 1` was the edge

@@ -104,7 +104,22 @@ def read_edgelist(
     except OSError as error:  # unreadable, or gone since it was checked
         raise DataError(f"{path}: cannot read it ({error.strerror or error})") from None
     ends, names = pd.factorize(pd.Series(np.column_stack(columns).ravel()), sort=False)
+    if node_ids == "token":
+        _warn_of_a_header(path, ends, names)
     return simple_graph(ends[0::2], ends[1::2], names.tolist(), str(path), parallel_edges)
+
+
+def _warn_of_a_header(path: Path, ends: np.ndarray, names: pd.Index) -> None:
+    """Warn where the first edge's two tokens (vertices 0 and 1) are on no other line: most likely a header, which
+    node_ids=int refuses (not an integer) but tokens read as an edge of two nodes of their own."""
+    if len(ends) > 2 and names.size > 1 and not np.isin(ends[2:], (0, 1)).any():
+        log.warning(
+            "%s: the first edge, %s %s, shares no node with any other line: if it is a header, start it with # (it is"
+            " read as an edge)",
+            path,
+            names[0],
+            names[1],
+        )
 
 
 def readable_file(path: Path, what: str) -> Path:
