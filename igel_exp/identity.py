@@ -59,6 +59,7 @@ ADDED_DEFAULTS = {
     "task.score_neighbourhood": "open",
     "task.cluster_members": "all",
     "task.split": "leak_free",
+    "task.classifier": "logistic_regression",
     "task.source": None,  # experiment=transfer_link_prediction's model source: link prediction has none
     "task.source_overrides": [],
     "trainer.logit_init": "fixed",

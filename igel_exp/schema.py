@@ -196,6 +196,11 @@ class Split(Choice):
     read_back = "read_back"
 
 
+class Classifier(Choice):
+    logistic_regression = "logistic_regression"
+    adam_linear = "adam_linear"
+
+
 DEVICE = matching(r"auto|cpu|mps|(cuda|xpu)(:\d+)?", "auto, cpu, mps, cuda, cuda:N, xpu or xpu:N")
 
 
@@ -356,6 +361,7 @@ class LinkPredictionTask(Task):
     split_cache: Optional[str] = non_blank("folders (null: ~/.cache/igel-exp/splits)")
     objective: str = metric_name()
     split: Split = value()
+    classifier: Classifier = value()
     source: Optional[str] = value()  # experiment=transfer_link_prediction: the dataset whose model embeds this one
     source_overrides: list[str] = field(default_factory=list)
 

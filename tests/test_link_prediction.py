@@ -12,6 +12,7 @@ from igel_exp.data.edgelist import read_edgelist
 from igel_exp.errors import ConfigError, DataError
 from igel_exp.pipelines.link_prediction import cached_split
 from igel_exp.tasks.link_prediction import (
+    CLASSIFIERS,
     EdgeSplit,
     check_scorable,
     check_split,
@@ -186,7 +187,8 @@ def test_an_edge_list_of_a_long_file_name_is_cached_under_a_name_the_file_system
     np.testing.assert_array_equal(again.positives, split.positives)
 
 
-def test_scores_on_known_embeddings():
+@pytest.mark.parametrize("classifier", sorted(CLASSIFIERS))
+def test_scores_on_known_embeddings(classifier):
     graph = small_graphs()["miserables"]
     split = split_edges(graph, 0.5, seed=0)
     rng = np.random.default_rng(0)
@@ -200,11 +202,32 @@ def test_scores_on_known_embeddings():
     known = hadamard_features(np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), np.array([[0, 2], [1, 1]]))
     np.testing.assert_array_equal(known, [[5.0, 12.0], [9.0, 16.0]])
     adjacency = np.asarray(graph.get_adjacency().data, dtype=float)
-    scores = link_prediction_scores(np.hstack([adjacency, np.eye(graph.vcount())]), split, seed=0)
+    scores = link_prediction_scores(np.hstack([adjacency, np.eye(graph.vcount())]), split, 0, classifier=classifier)
     assert scores["auc"] > 0.8 and scores["val_auc"] > 0.8  # common neighbours in the Hadamard product
-    noise = link_prediction_scores(rng.normal(size=(graph.vcount(), 8)), split, seed=0)
+    noise = link_prediction_scores(rng.normal(size=(graph.vcount(), 8)), split, 0, classifier=classifier)
     assert abs(noise["auc"] - 0.5) < 0.15
     assert noise["test_pairs"] == len(split.positives)
+
+
+def test_the_authors_classifier_learns_a_linear_rule_from_raw_features_and_its_seed():
+    """adam_linear (protocol=authors): a linear layer trained by Adam on unscaled features recovers the direction of
+    a known logistic rule, as the paper's logistic regression does; its initial weights come from the seed."""
+    rng = np.random.default_rng(0)
+    rule = rng.normal(size=8)
+    features = rng.normal(size=(6000, 8)) * np.linspace(0.2, 5, 8)  # columns of unequal scales: nothing standardised
+    labels = (rng.random(6000) < 1 / (1 + np.exp(-features @ rule))).astype(float)
+    score = CLASSIFIERS["adam_linear"](features[:4000], labels[:4000], 0)
+    learned = CLASSIFIERS["logistic_regression"](features[:4000], labels[:4000], 0)
+    held_out = features[4000:]
+    assert np.corrcoef(score(held_out), held_out @ rule)[0, 1] > 0.99
+    assert np.corrcoef(score(held_out), learned(held_out))[0, 1] > 0.99
+    again, other = (CLASSIFIERS["adam_linear"](features[:500], labels[:500], seed) for seed in (0, 1))
+    np.testing.assert_array_equal(
+        again(held_out), CLASSIFIERS["adam_linear"](features[:500], labels[:500], 0)(held_out)
+    )
+    assert not np.array_equal(again(held_out), other(held_out))
+    with pytest.raises(ConfigError, match="^task.classifier='svm' is not one of logistic_regression, adam_linear$"):
+        link_prediction_scores(held_out, split_edges(small_graphs()["miserables"], 0.5, seed=0), 0, classifier="svm")
 
 
 def test_a_validation_fraction_that_leaves_one_class_is_one_line_before_training(compose_config, tracking_uri):

@@ -50,7 +50,12 @@ AUTHORS = {
         "task.ranking_graph": "directed",
     },
     # and the plain encoding of the paper's runs: relative degrees came to the authors' code after them
-    "link_prediction": {"dataset.parallel_edges": True, "task.split": "read_back", "encoder.relative_degrees": False},
+    "link_prediction": {
+        "dataset.parallel_edges": True,
+        "task.split": "read_back",
+        "task.classifier": "adam_linear",
+        "encoder.relative_degrees": False,
+    },
 }
 # Hashes of faithful runs made before the protocol keys existed (HEAD f3ac0e9): they must still find their runs.
 FAITHFUL_HASHES = {

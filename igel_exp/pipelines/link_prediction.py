@@ -138,7 +138,7 @@ def link_prediction(config: DictConfig) -> dict[str, float]:
         residual = Dataset(dataset.name, split.residual_graph(dataset.graph.vs["name"]), dataset.report)
         embeddings = train_unsupervised(residual, config, encoder, logger, stages)
         with stages("evaluate"):
-            scores = link_prediction_scores(embeddings, split, config.seed, task.validation_fraction)
+            scores = link_prediction_scores(embeddings, split, config.seed, task.validation_fraction, task.classifier)
         metrics = {**scores, **stages.metrics()}
         logger.metrics(metrics)
         logger.embeddings(embeddings, residual.graph)  # the residual graph's vertices (read_back: renumbered)

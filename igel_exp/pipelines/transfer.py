@@ -122,7 +122,7 @@ def transfer_link_prediction(config: DictConfig) -> dict[str, float]:
         with stages("embed"):
             embeddings = model.embed_features(features)
         with stages("evaluate"):
-            scores = link_prediction_scores(embeddings, split, config.seed, task.validation_fraction)
+            scores = link_prediction_scores(embeddings, split, config.seed, task.validation_fraction, task.classifier)
         metrics = {
             **scores,
             "own_auc": own.data.metrics["auc"],
