@@ -435,10 +435,18 @@ def test_an_allocation_the_machine_cannot_make_is_one_line_and_a_failed_run(comp
     assert list(runs(tmp_path).status) == ["FAILED"]
 
 
+@pytest.mark.parametrize("setting", ["trainer.walk_length", "trainer.walks_per_node"])
+def test_a_walk_setting_beyond_memory_names_itself_among_the_keys(compose_config, tracking_uri, setting):
+    """10^8 steps a walk, or walks a node: an epoch's walks take 115 GB; the error named trainer.dim, batch_size and
+    negatives only."""
+    with pytest.raises(BudgetError, match=r"^out of memory \(Unable to allocate .*: a smaller .*" + setting):
+        pipelines.run(compose_config(*QUICK, f"{setting}={10**8}"))
+
+
 def test_a_distance_past_any_graphs_diameter_is_an_allocation_that_names_the_distance(compose_config, tracking_uri):
     """encoder.distance=10^8: the encoding once looped over empty shells for hours, deaf to SIGTERM (a worker thread's
     chunk); now it stops at the graph's diameter, and W's (α + 1)(δmax + 1) rows are what cannot be allocated."""
-    with pytest.raises(BudgetError, match=r"^out of memory .*: a smaller trainer.dim, encoder.distance, trainer.batch"):
+    with pytest.raises(BudgetError, match=r"^out of memory .*: a smaller trainer.dim, encoder.distance, trainer.walks"):
         pipelines.run(compose_config(*QUICK, f"encoder.distance={10**8}"))
 
 

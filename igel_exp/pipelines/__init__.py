@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Iterable
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from igel_exp import schema
 from igel_exp.data import DataContext, check_dataset, check_files, resolve_data_root
@@ -90,10 +90,21 @@ def run(config: DictConfig, given: Iterable[str] = ()) -> dict[str, float]:
         asked = None if isinstance(error, IgelError) else out_of_memory(error)  # a BudgetError is already one line
         if asked is None:
             raise
-        # IGEL's W has a row per (distance, degree) column: (α + 1)(δmax + 1) of them
-        distance = ["encoder.distance"] if "distance" in config.encoder else []
-        keys = ", ".join(["trainer.dim", *distance, "trainer.batch_size", "trainer.negatives"])
+        keys = ", ".join(key for key in MEMORY_KEYS if OmegaConf.select(config, key) is not None)
         raise BudgetError(f"out of memory ({asked}): a smaller {keys} or graph needs less") from None
+
+
+# the settings that memory grows with, named by an out-of-memory error where the run has them: IGEL's W has a row per
+# (distance, degree) column, (α + 1)(δmax + 1); an epoch's walk starts are walks_per_node × |V|, its walks that times
+# walk_length
+MEMORY_KEYS = (
+    "trainer.dim",
+    "encoder.distance",
+    "trainer.walks_per_node",
+    "trainer.walk_length",
+    "trainer.batch_size",
+    "trainer.negatives",
+)
 
 
 def out_of_memory(error: BaseException) -> str | None:
