@@ -269,16 +269,15 @@ def adam_linear(features: np.ndarray, labels: np.ndarray, seed: int) -> Scorer:
     with torch.no_grad():
         for parameter in layer.parameters():
             parameter.uniform_(-bound, bound, generator=generator)
-    optimiser = torch.optim.Adam(layer.parameters(), lr=0.05)
+    epochs, batch, lr = 30, 2048, 0.05  # their LP_TRAINING_OPTIONS
+    optimiser = torch.optim.Adam(layer.parameters(), lr=lr)
     x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))
     y = torch.from_numpy(labels.astype(np.float32)).reshape(-1, 1)
-    for _ in range(30):
-        for start in range(0, len(x), 2048):
+    for _ in range(epochs):
+        for start in range(0, len(x), batch):
             optimiser.zero_grad()
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(
-                layer(x[start : start + 2048]), y[start : start + 2048]
-            )
-            loss.backward()
+            logits = layer(x[start : start + batch])
+            torch.nn.functional.binary_cross_entropy_with_logits(logits, y[start : start + batch]).backward()
             optimiser.step()
 
     def score(rows: np.ndarray) -> np.ndarray:
