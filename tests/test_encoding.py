@@ -27,7 +27,8 @@ def test_counts_equal_plain_bfs_on_every_node(name, distance, relative):
 def test_a_distance_past_the_diameter_stops_where_the_ego_graphs_are_whole(name):
     """A huge encoder.distance once looped over empty shells up to it: hours, deaf to Ctrl-C, in a worker thread."""
     graph = small_graphs()[name]
-    diameter, far = graph.diameter(unconn=True), graph.diameter(unconn=True) + 50
+    diameter = graph.diameter(unconn=True)
+    far = diameter + 50
     shells = encoding.ego_shells(adjacency(graph), np.arange(graph.vcount()), far)
     assert max(shell.distance for shell in shells) == diameter and len(shells) == diameter + 1
     encoder = IGELEncoder(far, relative_degrees=True).fit(graph)
