@@ -317,18 +317,18 @@ class SkipGramTrainer:
             rng = np.random.default_rng(self.seed)
             for epoch in range(1, self.epochs + 1):
                 step.start_epoch()
-                bar = tqdm(
+                # closed however the epoch ends: an error's line must not be written on the end of an open bar
+                with tqdm(
                     desc=f"epoch {epoch}/{self.epochs}", total=walks_per_epoch, unit="walk", disable=not self.progress
-                )
-                shown = time.monotonic()
-                for batch, walks in batches(epoch_walks(rng), model.n_nodes, rng):
-                    take(*batch)
-                    bar.update(walks)
-                    if self.progress and time.monotonic() - shown > 1.0:  # a host read once a second, not per step
-                        bar.set_postfix(loss=f"{step.mean_loss():.4f}", refresh=False)
-                        shown = time.monotonic()
-                step.flush()
-                bar.close()
+                ) as bar:
+                    shown = time.monotonic()
+                    for batch, walks in batches(epoch_walks(rng), model.n_nodes, rng):
+                        take(*batch)
+                        bar.update(walks)
+                        if self.progress and time.monotonic() - shown > 1.0:  # a host read once a second, not per step
+                            bar.set_postfix(loss=f"{step.mean_loss():.4f}", refresh=False)
+                            shown = time.monotonic()
+                    step.flush()
                 loss, pairs = step.mean_loss(), step.pairs()
                 if pairs == 0:
                     raise ConfigError("the walks produced no skip-gram pairs: the graph has no edges")

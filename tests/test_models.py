@@ -635,6 +635,23 @@ def test_the_authors_batches_advance_the_progress_bar_by_whole_walks():
     assert len(shares) > 77 and all(isinstance(share, int) for share in shares) and sum(shares) == 77
 
 
+def test_an_epoch_stopped_by_an_error_closes_its_progress_bar_first(capsys):
+    """An interrupt (or an out-of-memory error) in an epoch's walks: the bar ends its line before the error goes up, so
+    the command's one-line message is not written on the end of the bar, with the bar drawn again below it."""
+    csr = CSRGraph.from_igraph(small_graphs()["miserables"])
+
+    def epoch_walks_interrupted(rng):
+        yield from epoch_walks(csr, 1, 20, rng, walks_per_chunk=10)
+        raise KeyboardInterrupt
+
+    trainer = SkipGramTrainer(1, 200, 0.1, 2, 2, torch.device("cpu"), seed=0, progress=True)
+    try:
+        trainer.fit(FreeEmbedding(77, 4), epoch_walks_interrupted, walks_per_epoch=77)
+    except KeyboardInterrupt:  # read while the error is alive, as a command prints its line
+        bar = capsys.readouterr().err
+    assert "epoch 1/1" in bar and bar.endswith("\n")
+
+
 def test_walks_drawn_on_the_device_train_alike(device):
     graph = small_graphs()["miserables"]
     csr = CSRGraph.from_igraph(graph)
