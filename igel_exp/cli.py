@@ -190,6 +190,9 @@ def one_line_errors(prog: str) -> Iterator[None]:
     except yaml.YAMLError as error:  # a config file of --config-dir
         sys.exit(f"{prog}: error: {yaml_problem(error)}")
     except ValueError as error:  # Hydra's own, for overrides its grammar takes but it cannot apply (`=5`)
+        if isinstance(error.__cause__, OSError):  # logging's, for Hydra's log file (hydra.job.name=a/b)
+            hint = "Hydra's log file: hydra.job.name names it, in hydra.run.dir (hydra.sweep.dir with -m)"
+            sys.exit(f"{prog}: error: {_hydra_files(error.__cause__, hint)}")
         if not _raised_in_hydra(error):
             raise
         sys.exit(f"{prog}: error: {first_line(error)}")
@@ -210,8 +213,10 @@ def _check_folder(path: Path) -> None:
         raise PermissionError(errno.EACCES, "Permission denied", str(existing))
 
 
-def _hydra_files(error: OSError) -> str:
-    return f"{error.filename}: {error.strerror} (hydra.run.dir, or hydra.sweep.dir with -m, sets where Hydra writes)"
+def _hydra_files(
+    error: OSError, hint: str = "hydra.run.dir, or hydra.sweep.dir with -m, sets where Hydra writes"
+) -> str:
+    return f"{error.filename}: {error.strerror} ({hint})"
 
 
 def _raised_in_hydra(error: BaseException) -> bool:

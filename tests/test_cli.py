@@ -372,6 +372,18 @@ def test_a_bad_value_is_one_line_on_the_command_line(tmp_path):
     assert (result.returncode, result.stderr) == (1, "igel-run: error: trainer.lr=abc: expected a number\n")
 
 
+def test_a_log_file_hydra_cannot_write_is_one_line(tmp_path):
+    """hydra.job.name names the job's log file: with a slash in it, logging could not open the file, and igel-run ended
+    in logging's traceback ("Unable to configure handler 'file'")."""
+    result = igel_run("hydra.run.dir=.", "hydra.job.name=a/b", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (
+        1,
+        f"igel-run: error: {tmp_path}/a/b.log: No such file or directory (Hydra's log file: hydra.job.name names it,"
+        " in hydra.run.dir (hydra.sweep.dir with -m))\n",
+    )
+    assert not (tmp_path / "mlflow.db").exists()
+
+
 def test_default_run_end_to_end(tmp_path):
     result = igel_run(*QUICK, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
