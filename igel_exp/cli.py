@@ -26,7 +26,15 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from igel_exp.entry import deliver_held_interrupt, interruptible, raise_held_interrupt
-from igel_exp.errors import FAILED_RUN, IgelError, first_line, nearest_existing, option_error, yaml_problem
+from igel_exp.errors import (
+    FAILED_RUN,
+    IgelError,
+    first_line,
+    nearest_existing,
+    option_error,
+    unopened_log_file,
+    yaml_problem,
+)
 from igel_exp.schema import (
     check_launcher,
     describe,
@@ -190,12 +198,11 @@ def one_line_errors(prog: str) -> Iterator[None]:
     except yaml.YAMLError as error:  # a config file of --config-dir
         sys.exit(f"{prog}: error: {yaml_problem(error)}")
     except ValueError as error:  # Hydra's own, for overrides its grammar takes but it cannot apply (`=5`)
-        if isinstance(error.__cause__, OSError):  # logging's, for Hydra's log file (hydra.job.name=a/b)
-            hint = "Hydra's log file: hydra.job.name names it, in hydra.run.dir (hydra.sweep.dir with -m)"
-            sys.exit(f"{prog}: error: {_hydra_files(error.__cause__, hint)}")
-        if not _raised_in_hydra(error):
+        # or logging's, for Hydra's log file (hydra.job.name=a/b)
+        line = unopened_log_file(error) or (first_line(error) if _raised_in_hydra(error) else None)
+        if line is None:
             raise
-        sys.exit(f"{prog}: error: {first_line(error)}")
+        sys.exit(f"{prog}: error: {line}")
     except KeyboardInterrupt:  # before a run started (torch's import) or between a sweep's jobs: nothing to end
         print(f"{prog}: interrupted", file=sys.stderr)
         sys.exit(130)
@@ -213,10 +220,8 @@ def _check_folder(path: Path) -> None:
         raise PermissionError(errno.EACCES, "Permission denied", str(existing))
 
 
-def _hydra_files(
-    error: OSError, hint: str = "hydra.run.dir, or hydra.sweep.dir with -m, sets where Hydra writes"
-) -> str:
-    return f"{error.filename}: {error.strerror} ({hint})"
+def _hydra_files(error: OSError) -> str:
+    return f"{error.filename}: {error.strerror} (hydra.run.dir, or hydra.sweep.dir with -m, sets where Hydra writes)"
 
 
 def _raised_in_hydra(error: BaseException) -> bool:

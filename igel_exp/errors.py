@@ -47,6 +47,18 @@ def yaml_problem(error: BaseException) -> str:
     return f"{where}not valid YAML ({getattr(error, 'problem', None) or first_line(error)})"
 
 
+def unopened_log_file(error: BaseException) -> str | None:
+    """The one line for logging's ValueError over a log file it could not open (Hydra's job log: `hydra.job.name=a/b`
+    puts it in a folder no one made), naming the file; None for any other error."""
+    cause = error.__cause__
+    if not isinstance(error, ValueError) or not isinstance(cause, OSError):
+        return None
+    return (
+        f"{cause.filename}: {cause.strerror} (Hydra's log file: hydra.job.name names it, in hydra.run.dir"
+        " (hydra.sweep.dir with -m))"
+    )
+
+
 def first_line(error: BaseException | str) -> str:
     """An error's first non-blank line, for one-line messages (its type's name when it has none)."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]

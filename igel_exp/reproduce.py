@@ -51,6 +51,7 @@ from igel_exp.errors import (
     first_line,
     output_file,
     same_file,
+    unopened_log_file,
     yaml_problem,
 )
 from igel_exp.estimate import Estimate, Estimator, duration_text, finished_durations, load_kinds, reuse_key
@@ -229,7 +230,8 @@ def launch_plan(plan: Plan, uri: str, launch: Sequence[str]) -> Outcome:
         parents.end(RunStatus.FAILED, first_line(error))
         raise
     except Exception as error:  # the launcher's own failure (a Slurm job cancelled or killed, sbatch refused...)
-        outcome.failed.append(f"the launcher failed: {type(error).__name__}: {first_line(error)}")
+        why = unopened_log_file(error) or f"{type(error).__name__}: {first_line(error)}"
+        outcome.failed.append(f"the launcher failed: {why}")
         log.error("%s: the launcher failed (jobs already submitted may still run): %s", plan.name, error)
     problems = outcome.problems()
     parents.end(RunStatus.FAILED if problems else RunStatus.FINISHED, problems)

@@ -218,6 +218,21 @@ def test_the_report_reads_a_store_without_importing_torch_or_igraph(experiments_
     assert result.stdout.splitlines()[-1] == "0"
 
 
+def test_a_log_file_hydra_cannot_write_names_the_file(experiments_dir, store_uri, tmp_path):
+    """hydra.job.name=a/b puts each job's log file in a folder no one made: the launcher's failure names the file and
+    the key (it read `ValueError: Unable to configure handler 'file'`)."""
+    experiments_dir("tiny", {"encoder.distance": "1", "seed": "0"}, TABLE)
+    code = "import sys; from igel_exp.reproduce import reproduce_main; sys.exit(reproduce_main(sys.argv[1:]))"
+    argv = ["tiny", "--profile", "quick", "--experiments", str(experiments_dir.folder), "--tracking-uri", store_uri]
+    argv += [f"hydra.sweep.dir={tmp_path}/sweep", "hydra.job.name=a/b"]
+    result = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"igel-reproduce: error: tiny: the launcher failed: {tmp_path}/sweep/0/a/b.log: No such file or directory"
+        " (Hydra's log file: hydra.job.name names it, in hydra.run.dir (hydra.sweep.dir with -m))"
+    )
+
+
 def test_reproduce_needs_the_tables_named(capsys):
     assert reproduce_main(["threads=1"]) == 2
     assert capsys.readouterr().err.strip() == "igel-reproduce: error: name the tables to reproduce, or all"
