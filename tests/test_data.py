@@ -1,11 +1,14 @@
+import bz2
 import gzip
 import hashlib
 import logging
+import lzma
 import os
 import pwd
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import igraph as ig
@@ -24,10 +27,12 @@ from igel_exp.data import (
 )
 from igel_exp.errors import ConfigError, DataError
 
+COMPRESSORS = {".gz": gzip, ".bz2": bz2, ".xz": lzma}
+
 
 def write(path: Path, text: str) -> Path:
-    if path.suffix == ".gz":
-        with gzip.open(path, "wt") as handle:
+    if path.suffix in COMPRESSORS:
+        with COMPRESSORS[path.suffix].open(path, "wt") as handle:
             handle.write(text)
     else:
         path.write_text(text)
@@ -39,7 +44,7 @@ def edges_by_name(graph) -> set[frozenset]:
     return {frozenset((names[a], names[b])) for a, b in graph.get_edgelist()}
 
 
-@pytest.mark.parametrize("suffix", [".txt", ".gz"])
+@pytest.mark.parametrize("suffix", [".txt", ".gz", ".bz2", ".xz"])
 def test_tokens_map_to_vertices_in_order_of_appearance(tmp_path, suffix):
     path = write(tmp_path / f"g{suffix}", "# a comment\nbob alice\n\nalice carol 0.5  # weight ignored\ndave bob\n")
     graph, report = read_edgelist(path, node_ids="token")
@@ -154,17 +159,34 @@ def test_token_ids_split_at_any_blank_whichever_parser_reads_the_file(tmp_path, 
     assert edges_list(graph) == [("a", "b"), ("b", "c"), ("c", "d")]
 
 
-def test_a_damaged_gzip_edge_list_is_one_line(tmp_path):
+@pytest.mark.parametrize("suffix", COMPRESSORS)
+def test_a_damaged_compressed_edge_list_is_one_line(tmp_path, suffix):
     lines = "".join(f"{i} {i * 7919 % 100_003}\n" for i in range(20_000))
-    whole = gzip.compress(lines.encode())
-    path = tmp_path / "g.txt.gz"
+    whole = COMPRESSORS[suffix].compress(lines.encode())
+    kind = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz"}[suffix]
+    path = tmp_path / f"g.txt{suffix}"
     path.write_bytes(whole[: len(whole) // 2])  # cut short, as by an interrupted download
-    with pytest.raises(DataError, match=f"{path}: a damaged gzip file") as error:
+    with pytest.raises(DataError, match=f"{path}: a damaged {kind} file") as error:
         read_edgelist(path)
     assert "\n" not in str(error.value)
-    path.write_bytes(whole + b"<html>")  # more after its end: was "cannot read it (Not a gzipped file (b'<h'))"
-    with pytest.raises(DataError, match=rf"^{path}: a damaged gzip file \(bytes after its compressed data\)$"):
-        read_edgelist(path)
+    if suffix == ".gz":
+        path.write_bytes(whole + b"<html>")  # more after its end: was "cannot read it (Not a gzipped file (b'<h'))"
+        with pytest.raises(DataError, match=rf"^{path}: a damaged gzip file \(bytes after its compressed data\)$"):
+            read_edgelist(path)
+
+
+def test_an_archive_is_named_with_what_to_do(tmp_path):
+    """zip, zstd and 7z files were "binary data (NUL bytes)": what they are, and what igel-run reads instead."""
+    with zipfile.ZipFile(tmp_path / "g.zip", "w") as archive:
+        archive.writestr("g.txt", "1 2\n2 3\n")
+    (tmp_path / "g.txt.zst").write_bytes(b"\x28\xb5\x2f\xfd" + bytes(64))
+    for name, what in [("g.zip", "a zip archive"), ("g.txt.zst", "zstd data")]:
+        with pytest.raises(DataError) as error:
+            read_edgelist(tmp_path / name)
+        assert str(error.value) == (
+            f"{tmp_path / name}: {what}, not a text edge list: unpack the edge list, or compress it with gzip, bzip2 or"
+            " xz (read as they are)"
+        )
 
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32"])

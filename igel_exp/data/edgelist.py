@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import codecs
 import csv
-import gzip
 import io
 import logging
 import os
@@ -17,7 +16,7 @@ import igraph as ig
 import numpy as np
 import pandas as pd
 
-from igel_exp.data.sources import is_gzip, open_binary
+from igel_exp.data.sources import DAMAGED, compression, open_binary
 from igel_exp.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -84,8 +83,9 @@ def simple_graph(
 def read_edgelist(
     path: str | Path, node_ids: str = "int", parallel_edges: bool = False
 ) -> tuple[ig.Graph, GraphReport]:
-    """Read a whitespace-separated edge list (plain or .gz, '#' comments) into a simple undirected graph (with
-    `parallel_edges`, repeated or reversed lines stay parallel edges, as igraph's Read_Ncol reads them).
+    """Read a whitespace-separated edge list (plain, or gzip, bzip2 or xz compressed; '#' comments) into a simple
+    undirected graph (with `parallel_edges`, repeated or reversed lines stay parallel edges, as igraph's Read_Ncol reads
+    them).
 
     Node ids are integers (`node_ids="int"`) or any tokens (`"token"`); either way vertices are numbered in
     order of first appearance, as Read_Ncol numbers them, and keep their id as the "name" attribute. Columns after
@@ -94,15 +94,16 @@ def read_edgelist(
     path = readable_file(Path(path), "edge list")
     if node_ids not in NODE_ID_KINDS:
         raise DataError(f"dataset.node_ids={node_ids!r} is not one of {', '.join(NODE_ID_KINDS)}")
+    kind = compression(path)
     try:
         _refuse_binary(path)
         columns = read_pairs(path, node_ids)
-    except (EOFError, zlib.error, gzip.BadGzipFile) as error:
+    except (*DAMAGED, zlib.error) as error:
+        if kind is None or (isinstance(error, OSError) and error.errno is not None):  # unreadable, or gone since
+            raise DataError(f"{path}: cannot read it ({getattr(error, 'strerror', None) or error})") from None
         # gzip reads on past a member's end for another member: bytes there that are not one fail as "not gzipped"
         reason = "bytes after its compressed data" if "Not a gzipped file" in str(error) else error
-        raise DataError(f"{path}: a damaged gzip file ({reason})") from None
-    except OSError as error:  # unreadable, or gone since it was checked
-        raise DataError(f"{path}: cannot read it ({error.strerror or error})") from None
+        raise DataError(f"{path}: a damaged {kind} file ({reason})") from None
     ends, names = pd.factorize(pd.Series(np.column_stack(columns).ravel()), sort=False)
     if node_ids == "token":
         _warn_of_a_header(path, ends, names)
@@ -143,6 +144,15 @@ WIDE_TEXT = {codecs.BOM_UTF32_LE: "UTF-32", codecs.BOM_UTF32_BE: "UTF-32", codec
              codecs.BOM_UTF16_BE: "UTF-16"}  # fmt: skip
 
 
+# packed files that are not read as text, by their magic bytes
+ARCHIVES = {
+    b"PK\x03\x04": "a zip archive",
+    b"\x28\xb5\x2f\xfd": "zstd data",
+    b"7z\xbc\xaf\x27\x1c": "a 7z archive",
+}
+ARCHIVES_READ = "unpack the edge list, or compress it with gzip, bzip2 or xz (read as they are)"
+
+
 def _refuse_binary(path: Path) -> None:
     """A file with NUL bytes in its first block is not a text edge list (with node_ids=token it would parse). UTF-16
     text (Windows' "Unicode", PowerShell 5's `>`) has them too: it is named, with what to do."""
@@ -156,12 +166,16 @@ def _refuse_binary(path: Path) -> None:
         wide = "UTF-16"
     if wide is not None:
         raise DataError(f"{path}: {wide} text, not UTF-8: save the file as UTF-8")
+    archive = next((what for magic, what in ARCHIVES.items() if block.startswith(magic)), None)
+    if archive is not None:
+        raise DataError(f"{path}: {archive}, not a text edge list: {ARCHIVES_READ}")
     raise DataError(f"{path}: binary data (NUL bytes), not a text edge list")
 
 
 def read_pairs(path: Path, node_ids: str = "int") -> tuple[np.ndarray, np.ndarray]:
-    """The first two columns of a whitespace-separated edge list (plain or .gz, '#' comments): int64 ids, or
-    tokens with `node_ids="token"`. A malformed file raises DataError naming the file and line."""
+    """The first two columns of a whitespace-separated edge list (plain, or gzip, bzip2 or xz compressed; '#'
+    comments): int64 ids, or tokens with `node_ids="token"`. A malformed file raises DataError naming the file and
+    line."""
     columns = _read_two_columns(path, node_ids) or _parse_line_by_line(path, node_ids)
     if node_ids == "int":
         return tuple(column.astype(np.int64) for column in columns)
@@ -181,7 +195,7 @@ def _read_two_columns(path: Path, node_ids: str) -> tuple[np.ndarray, np.ndarray
             header=None,
             usecols=[0, 1],
             dtype={0: dtype, 1: dtype},
-            compression="gzip" if is_gzip(path) else None,
+            compression=compression(path),
             engine="c",
             quoting=csv.QUOTE_NONE,  # a quote is a character of a token: "x" is not x, "a b" two tokens
         )

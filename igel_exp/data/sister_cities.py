@@ -14,7 +14,7 @@ import pandas as pd
 
 from igel_exp.data.edgelist import GraphReport, read_pairs, simple_graph
 from igel_exp.data.registry import DataContext, Dataset, files_at_hand, register
-from igel_exp.data.sources import RemoteFile, fetch, is_gzip
+from igel_exp.data.sources import RemoteFile, compression, fetch
 from igel_exp.errors import DataError, first_line
 
 # The authors' copies (nur-ag/IGEL data/SisterCity, pinned to the commit whose blobs the manifest checks).
@@ -86,7 +86,7 @@ def read_node_table(path: Path, n_nodes: int) -> tuple[pd.DataFrame, int]:
             quoting=csv.QUOTE_NONE,  # city names carry quotes and apostrophes as plain characters
             dtype={"Id": np.int64, "Label": str, "Country": str, "Lat": float, "Lng": float, "IsCapital": np.int64},
             keep_default_na=False,  # a city called "NA" is a name, not a missing value
-            compression="gzip" if is_gzip(path) else None,
+            compression=compression(path),
         )
     except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
         raise DataError(f"{path}: unreadable node table ({first_line(error)})") from None

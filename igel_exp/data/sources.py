@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import hashlib
 import logging
+import lzma
 import os
 import shutil
 import tempfile
@@ -55,15 +57,24 @@ def resolve_data_root(root: str | os.PathLike | None) -> Path:
     return resolved
 
 
-def is_gzip(path: Path) -> bool:
-    """True when the file starts with the gzip magic bytes, whatever its name."""
+# the compressions read as the text they hold, by their magic bytes (pandas' names for them), and how to open each
+COMPRESSIONS = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz"}
+_OPENERS = {"gzip": gzip.open, "bz2": bz2.open, "xz": lzma.open}
+# what a decompressor raises on a file cut short or damaged (bz2's is a plain OSError, "Invalid data stream")
+DAMAGED = (EOFError, OSError, lzma.LZMAError)
+
+
+def compression(path: Path) -> str | None:
+    """ "gzip", "bz2" or "xz" when the file starts with that compression's magic bytes, whatever its name; else None."""
     with open(path, "rb") as handle:
-        return handle.read(2) == b"\x1f\x8b"
+        head = handle.read(6)
+    return next((name for magic, name in COMPRESSIONS.items() if head.startswith(magic)), None)
 
 
 def open_binary(path: Path, decompress: bool = True):
-    """The file's bytes, decompressed when it is gzip and `decompress` is set."""
-    return gzip.open(path, "rb") if decompress and is_gzip(path) else open(path, "rb")
+    """The file's bytes, decompressed when it is gzip, bzip2 or xz and `decompress` is set."""
+    kind = compression(path) if decompress else None
+    return _OPENERS[kind](path, "rb") if kind else open(path, "rb")
 
 
 def _digest(path: Path, decompress: bool) -> str:
@@ -83,7 +94,7 @@ def verify(path: Path, spec: RemoteFile) -> None:
             raise DataError(
                 f"{path}: content sha256 does not match {spec.content_sha256}; delete it and fetch {spec.url} again"
             )
-    except (OSError, EOFError, gzip.BadGzipFile) as error:
+    except DAMAGED as error:
         raise DataError(f"{path}: unreadable ({error}); delete it and fetch {spec.url} again") from error
 
 
