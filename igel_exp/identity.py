@@ -46,6 +46,7 @@ NOT_IDENTITY = (
     "task.memory_budget_gib",  # a ceiling: a run that finished under it measured the same as without it
     "task.memory_samples",  # ego graphs sampled for the memory estimates: the estimates only
     "task.isolate",  # whether a scalability run gets a fresh process: how it is executed, not what it measures
+    "task.draw_max_nodes",  # which figures a clustering run draws: none of its numbers
     "trainer.cuda_graphs",  # whether a GPU replays captured steps: the same kernels either way
     "trainer.compile",  # whether the CPU runs the step as fused C++: timings and the last bits, as threads do
 )

@@ -352,6 +352,7 @@ class ClusteringTask(Task):
     kmeans_n_init: int = at_least(1)
     objective: str = metric_name()
     score_neighbourhood: Neighbourhood = value()
+    draw_max_nodes: int = at_least(0)
 
 
 @dataclass

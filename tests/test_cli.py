@@ -2,6 +2,7 @@
 
 import contextlib
 import functools
+import logging
 import os
 import signal
 import subprocess
@@ -505,6 +506,18 @@ def test_a_k_max_far_beyond_the_graph_clusters_up_to_its_distinct_embeddings(com
     [run] = runs(tmp_path).itertuples()
     assert run.status == "FINISHED"
     assert 2 <= metrics["best_k"] <= 77
+
+
+def test_a_graph_past_draw_max_nodes_is_not_drawn(compose_config, tracking_uri, tmp_path, caplog):
+    """A clustering run drew its graph twice, each time with a force-directed layout: over 12 minutes for AstroPh's
+    18,772 nodes, after its numbers were logged. Past task.draw_max_nodes it is not drawn, and the log says so."""
+    with caplog.at_level(logging.INFO, logger="igel_exp.pipelines.clustering"):
+        pipelines.run(compose_config(*QUICK, "dataset=miserables", "task.draw_max_nodes=76"))
+    [run] = runs(tmp_path).itertuples()
+    artifacts = {artifact.path for artifact in mlflow.MlflowClient().list_artifacts(run.run_id)}
+    assert run.status == "FINISHED" and {"nodes.csv", "modularity.png"} <= artifacts
+    assert not {"clusters.png", "louvain.png"} & artifacts
+    assert "the graph has 77 nodes, more than task.draw_max_nodes=76" in caplog.text
 
 
 JOBLIB_SWEEP = ["-m", "seed=0,1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "threads=1"]

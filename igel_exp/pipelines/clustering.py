@@ -56,13 +56,18 @@ def clustering(config: DictConfig) -> dict[str, float]:
             neighbour_similarity=neighbour_similarity(graph, embeddings, neighbourhood),
         )
         made_by = method(config.encoder)
-        logger.figure(
-            plots.graph_clusters(
-                graph, selection.best_labels, config.seed, f"{dataset.name}: {made_by}, KMeans k={selection.best_k}"
-            ),
-            "clusters.png",
-        )
-        logger.figure(plots.graph_clusters(graph, communities, config.seed, f"{dataset.name}: Louvain"), "louvain.png")
+        if graph.vcount() <= config.task.draw_max_nodes:
+            layout = plots.graph_layout(graph, config.seed)
+            title = f"{dataset.name}: {made_by}, KMeans k={selection.best_k}"
+            logger.figure(plots.graph_clusters(graph, selection.best_labels, layout, title), "clusters.png")
+            logger.figure(plots.graph_clusters(graph, communities, layout, f"{dataset.name}: Louvain"), "louvain.png")
+        else:
+            log.info(
+                "clusters.png and louvain.png are not drawn: the graph has %d nodes, more than task.draw_max_nodes=%d"
+                " (its layout would take minutes; each node's cluster is in nodes.csv)",
+                graph.vcount(),
+                config.task.draw_max_nodes,
+            )
         logger.figure(
             plots.modularity_by_k(selection.ks, selection.modularity, louvain_modularity, dataset.name, made_by),
             "modularity.png",
