@@ -51,7 +51,8 @@ def unopened_log_file(error: BaseException) -> str | None:
     """The one line for logging's ValueError over a log file it could not open (Hydra's job log: `hydra.job.name=a/b`
     puts it in a folder no one made), naming the file; None for any other error."""
     cause = error.__cause__
-    if not isinstance(error, ValueError) or not isinstance(cause, OSError):
+    logging_s = isinstance(error, ValueError) and str(error).startswith("Unable to configure handler")
+    if not (logging_s and isinstance(cause, OSError)):
         return None
     return (
         f"{cause.filename}: {cause.strerror} (Hydra's log file: hydra.job.name names it, in hydra.run.dir"

@@ -65,7 +65,7 @@ DAMAGED = (EOFError, OSError, lzma.LZMAError)
 
 
 def compression(path: Path) -> str | None:
-    """ "gzip", "bz2" or "xz" when the file starts with that compression's magic bytes, whatever its name; else None."""
+    """The file's compression by its first bytes, whatever its name: gzip, bz2 or xz (pandas' names), or None."""
     with open(path, "rb") as handle:
         head = handle.read(6)
     return next((name for magic, name in COMPRESSIONS.items() if head.startswith(magic)), None)
