@@ -691,8 +691,10 @@ class _FusedAdam:
             moment.lerp_(grad, 1 - beta1)
             square.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
             exact = step.double()  # as the fused kernel: 1 − β₂ᵗ in float32 keeps ~3 digits at t = 1
-            denominator = (square.sqrt() / (1 - beta2**exact).sqrt()).add_(eps)
-            parameter.sub_(moment / denominator * (self.lr / (1 - beta1**exact)))
+            # stacked, the two bias corrections are computed once a step: inlined in the update, Inductor computed
+            # both powers for every 8 entries of W (17 against 9 µs a step of the scalability runs' Adam)
+            root, scale = torch.stack([(1 - beta2**exact).sqrt(), 1 / (1 - beta1**exact) * self.lr]).float()
+            parameter.sub_(moment / (square.sqrt() / root).add_(eps) * scale)
 
 
 @dataclass

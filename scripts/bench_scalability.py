@@ -6,7 +6,8 @@
 Each (|V|, α) runs in a fresh process through the pipeline's own code (generate, encode, train_unsupervised),
 with the paper's scalability settings, except that training sees only the first --train-walks walks of one
 epoch: its throughput (positive pairs per second of train time) projects the 3 epochs of a full run. One full
-epoch of walks is drawn besides, untrained, to time that stage. Printed per point: wall and CPU time and peak
+epoch of walks is drawn besides, untrained, to time that stage (a full run draws each chunk while the one before
+trains: its projection counts each epoch's first chunk). Printed per point: wall and CPU time and peak
 resident memory of every stage, the throughput, the projected full run and which stage dominates it; a point
 that fails or passes --timeout prints why. CPU time beside wall time shows waiting for a busy machine's CPUs.
 OVERRIDEs apply to every point, as igel-run's would: `trainer.compile=true` times the compiled step (its slice
@@ -36,7 +37,7 @@ def measure(nodes: int, distance: int, degree: float, train_walks: int, threads:
     from igel_exp.pipelines import common
     from igel_exp.pipelines.common import Stages, build_encoder, load, train_unsupervised
     from igel_exp.training import seed_everything
-    from igel_exp.walks import CSRGraph, epoch_walks, positive_pairs
+    from igel_exp.walks import WALKS_PER_CHUNK, CSRGraph, epoch_walks, positive_pairs
 
     overrides = [
         "experiment=scalability",
@@ -85,10 +86,12 @@ def measure(nodes: int, distance: int, degree: float, train_walks: int, threads:
     pairs = trained.get("positive_pairs", 0.0)
     throughput = pairs / max(metrics["time_train_s"], 1e-9)
     full_pairs = nodes * trainer.walks_per_node * positive_pairs(trainer.walk_length, trainer.window)
+    chunks = -(-nodes * trainer.walks_per_node // WALKS_PER_CHUNK)
     projected = {
         "generate": metrics["time_generate_s"],
         "encode": metrics["time_encode_s"],
-        "walks": epochs * metrics["time_walks_s"],
+        # a run draws each chunk while the one before trains (walks.drawn_ahead): it waits for an epoch's first
+        "walks": epochs * metrics["time_walks_s"] / chunks,
         "train": epochs * full_pairs / throughput if throughput else float("inf"),
     }
     return {

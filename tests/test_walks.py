@@ -1,3 +1,6 @@
+import threading
+import time
+
 import igraph as ig
 import numpy as np
 import pytest
@@ -5,7 +8,16 @@ import torch
 
 from igel_exp import walks as walks_module
 from igel_exp.errors import ConfigError
-from igel_exp.walks import END, AuthorsPairs, CSRGraph, DeviceWalker, epoch_walks, positive_pairs, random_walks
+from igel_exp.walks import (
+    END,
+    AuthorsPairs,
+    CSRGraph,
+    DeviceWalker,
+    drawn_ahead,
+    epoch_walks,
+    positive_pairs,
+    random_walks,
+)
 
 from conftest import small_graphs
 
@@ -135,6 +147,50 @@ def test_epoch_walks_are_reproducible_shuffled_and_chunked():
     assert not np.array_equal(starts, np.tile(np.arange(34), 3))
     np.testing.assert_array_equal(np.concatenate(first), np.concatenate(second))
     assert not np.array_equal(np.concatenate(first), np.concatenate(other))
+
+
+def test_walks_drawn_ahead_are_the_same_chunks_the_next_drawn_on_another_thread_meanwhile():
+    """drawn_ahead (epoch_walks draws through it): the same chunks in the same order from the same generator; when the
+    caller holds a chunk, the next is drawn (or being drawn) on the drawer's thread, without being asked for."""
+    csr = CSRGraph.from_igraph(small_graphs()["zachary"])
+    drawn = []  # the thread each chunk was drawn on
+
+    def chunks():
+        rng = np.random.default_rng(5)
+        for _ in range(4):
+            drawn.append(threading.current_thread())
+            yield random_walks(csr, np.arange(34), 10, rng)
+
+    ahead = drawn_ahead(chunks())
+    first = next(ahead)
+    deadline = time.monotonic() + 10
+    while len(drawn) < 2 and time.monotonic() < deadline:  # the second chunk, drawn while the caller holds the first
+        time.sleep(0.01)
+    assert len(drawn) == 2 and threading.main_thread() not in drawn
+    for got, want in zip([first, *ahead], list(chunks()), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_walks_drawn_ahead_raise_the_drawers_error_and_stop_drawing_when_left():
+    def failing():
+        yield np.zeros((2, 3), dtype=np.int64)
+        raise ConfigError("trainer.walk_length must be a positive integer, got 0")
+
+    with pytest.raises(ConfigError, match="walk_length"):
+        list(drawn_ahead(failing()))
+    drawn = []
+
+    def endless():
+        while True:
+            drawn.append(len(drawn))
+            yield np.zeros((2, 3), dtype=np.int64)
+
+    ahead = drawn_ahead(endless())
+    next(ahead)
+    ahead.close()  # the training stopped: the chunk in hand is waited for, no other drawn
+    settled = len(drawn)
+    time.sleep(0.1)
+    assert settled == len(drawn) <= 2
 
 
 def test_device_walks_are_reproducible_shuffled_and_chunked(device):

@@ -185,7 +185,7 @@ def train_unsupervised(
             on_epoch=lambda epoch, values: logger.metrics(values, step=epoch),
             walks_per_epoch=graph.vcount() * trainer_config.walks_per_node,
         )
-    stages.exclude("train", "walks")  # walks are drawn lazily inside training
+    stages.exclude("train", "walks")  # the waits for walks, drawn during training (walks.drawn_ahead)
     logger.tags({f"fallback.{key}": why for key, why in trainer.fallbacks.items()})
     logger.metrics({"compiled": float(trainer.compiled and "trainer.compile" not in trainer.fallbacks)})  # as it ran
     if encoder is not None:

@@ -1,8 +1,9 @@
 """Paper §4.4: wall time and peak memory of every stage of unsupervised IGEL, on generated graphs.
 
-Stages: generate (the Erdős–Rényi graph; `load` for any other dataset), encode, walks (drawn lazily
-during training, their time taken out of train's), train, and total (the whole run, embedding included, but for
-plan: the memory estimate, which is the harness's, not IGEL's).
+Stages: generate (the Erdős–Rényi graph; `load` for any other dataset), encode, walks (drawn during
+training, each chunk while the one before trains: the time training waited for them, taken out of train's),
+train, and total (the whole run, embedding included, but for plan: the memory estimate, which is the harness's,
+not IGEL's).
 Before the graph is generated, and again before it is encoded, each stage's peak resident memory is
 estimated; a run whose estimate is over `task.memory_budget_gib` stops there, and a watchdog stops one
 that gets past it anyway (igel_exp.memory).
