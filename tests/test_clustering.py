@@ -127,6 +127,21 @@ def test_centralities_are_remembered_by_the_graphs_edges():
         assert not np.allclose(values["degree"], graph.degree())
 
 
+def test_centralities_being_computed_show_their_progress_read_back_do_not(tmp_path, monkeypatch, capsys):
+    """igel-run's bars (progress=true) while betweenness and closeness are computed, fed by igraph's core, both at
+    100% when done; none when the centralities are read back, nor afterwards from igraph's other work."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(clustering, "_REMEMBERED", {})
+    graph = ig.Graph.Erdos_Renyi(300, m=900)
+    np.testing.assert_allclose(centralities(graph, progress=True)["closeness"], closeness(graph))
+    shown = capsys.readouterr().err
+    assert "betweenness: 100%" in shown and "closeness: 100%" in shown
+    monkeypatch.setattr(clustering, "_REMEMBERED", {})
+    centralities(graph, progress=True)  # from the user's cache
+    graph.betweenness()
+    assert capsys.readouterr().err == ""
+
+
 def test_centralities_are_kept_in_the_users_cache_for_other_processes(tmp_path, monkeypatch, caplog):
     """Each igel-run (each job of a cluster sweep) is a process of its own: a graph's centralities are read back from
     the user's cache, by the graph's edges; a damaged, misshapen or unwritable entry only costs computing them again."""

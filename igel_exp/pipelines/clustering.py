@@ -36,7 +36,7 @@ def clustering(config: DictConfig) -> dict[str, float]:
             with igraph_seed(config.seed):
                 communities, louvain_modularity = louvain(graph)
             neighbourhood = config.task.get("score_neighbourhood", "open")
-            correlations = centrality_correlations(graph, embeddings, neighbourhood)
+            correlations = centrality_correlations(graph, embeddings, neighbourhood, config.progress)
         for k, value in zip(selection.ks, selection.modularity, strict=True):
             logger.metrics({"modularity_by_k": value}, step=k)
         metrics = {

@@ -58,7 +58,7 @@ def sister_cities(config: DictConfig) -> dict[str, float]:
             scores = rankings(graph, listed, config.task.ranking_graph)
             capitals = capital_scores(labels, nodes["capital"].to_numpy(), scores, counted)
             neighbourhood = config.task.get("score_neighbourhood", "open")
-            correlations = centrality_correlations(graph, embeddings, neighbourhood)
+            correlations = centrality_correlations(graph, embeddings, neighbourhood, config.progress)
         metrics = {
             "capitals": int(nodes["capital"].sum()),
             **capitals,

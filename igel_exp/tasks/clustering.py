@@ -7,12 +7,14 @@ import bisect
 import hashlib
 import io
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import igraph as ig
 import numpy as np
+from tqdm.auto import tqdm
 
 from igel_exp import user_cache_dir, write_cache_entry
 from igel_exp.encoding import adjacency
@@ -98,16 +100,18 @@ REMEMBERED_GRAPHS = 4
 CENTRALITY_CACHE_ENTRIES = 64  # graphs whose centralities the user's cache keeps (Sister Cities': 0.4 MB)
 
 
-def centralities(graph: ig.Graph) -> dict[str, np.ndarray]:
+def centralities(graph: ig.Graph, progress: bool = False) -> dict[str, np.ndarray]:
     """PageRank, betweenness, closeness and degree of every node, computed once per graph: kept in the process and in
     the user's cache (centralities/), keyed by the graph's edges, igraph's version and this module's code. Sister
     Cities' betweenness and closeness take 10-13 s of a 35 s run on a 2-core machine, every run (each igel-run, each job
-    of a cluster sweep is a process of its own); read back, some milliseconds."""
+    of a cluster sweep is a process of its own); read back, some milliseconds. With `progress`, a bar for each of
+    betweenness and closeness while they are computed (AstroPh's: minutes)."""
     key = _centrality_key(graph)
     if key not in _REMEMBERED:
         if len(_REMEMBERED) >= REMEMBERED_GRAPHS:
             del _REMEMBERED[next(iter(_REMEMBERED))]  # the oldest
-        _REMEMBERED[key] = _cached_centralities(graph, user_cache_dir() / "centralities" / f"{key[:32]}.npz")
+        entry = user_cache_dir() / "centralities" / f"{key[:32]}.npz"
+        _REMEMBERED[key] = _cached_centralities(graph, entry, progress)
     return {name: values.copy() for name, values in _REMEMBERED[key].items()}
 
 
@@ -119,7 +123,7 @@ def _centrality_key(graph: ig.Graph) -> str:
     return digest.hexdigest()
 
 
-def _cached_centralities(graph: ig.Graph, entry: Path) -> dict[str, np.ndarray]:
+def _cached_centralities(graph: ig.Graph, entry: Path, progress: bool) -> dict[str, np.ndarray]:
     try:
         with np.load(entry, allow_pickle=False) as stored:
             found = {name: stored[name] for name in CENTRALITIES}
@@ -128,18 +132,38 @@ def _cached_centralities(graph: ig.Graph, entry: Path) -> dict[str, np.ndarray]:
             return found
     except Exception:  # absent, unreadable, half-written by a crash: computed anew
         pass
-    computed = {
-        "pagerank": np.asarray(graph.pagerank()),
-        "betweenness": np.asarray(graph.betweenness()),
-        "closeness": closeness(graph),
-        "degree": np.asarray(graph.degree(), dtype=float),
-    }
+    computed = {"pagerank": np.asarray(graph.pagerank())}
+    with igraph_progress("betweenness", progress):
+        computed["betweenness"] = np.asarray(graph.betweenness())
+    with igraph_progress("closeness", progress):
+        computed["closeness"] = closeness(graph)
+    computed["degree"] = np.asarray(graph.degree(), dtype=float)
     stored = io.BytesIO()
     np.savez(stored, key=np.asarray(entry.stem), **computed)
     error = write_cache_entry(entry, stored.getvalue(), CENTRALITY_CACHE_ENTRIES)
     if error is not None:  # every run on this graph computes them again: say why once a process
         log.warning("could not keep the centralities in %s (%s): each run computes them", entry.parent, error)
     return computed
+
+
+@contextmanager
+def igraph_progress(description: str, enabled: bool) -> Iterator[None]:
+    """A progress bar, in percent, fed by igraph's C core while the block runs: its betweenness and closeness report
+    each source node they are done with (AstroPh's betweenness, over 18,772 sources, takes minutes)."""
+    if not enabled:
+        yield
+        return
+    shape = "{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]"
+    with tqdm(total=100, desc=description, bar_format=shape) as bar:
+
+        def advance(message: str, percentage: float) -> None:
+            bar.update(min(percentage, 100.0) - bar.n)
+
+        ig.set_progress_handler(advance)
+        try:
+            yield
+        finally:
+            ig.set_progress_handler(None)
 
 
 def closeness(graph: ig.Graph) -> np.ndarray:
@@ -160,9 +184,12 @@ def closeness(graph: ig.Graph) -> np.ndarray:
     return (n - 1) / np.maximum(distances + (n - reachable) * n, 1)
 
 
-def centrality_correlations(graph: ig.Graph, embeddings: np.ndarray, neighbourhood: str = "open") -> dict[str, float]:
+def centrality_correlations(
+    graph: ig.Graph, embeddings: np.ndarray, neighbourhood: str = "open", progress: bool = False
+) -> dict[str, float]:
     """Spearman ρ (and p-value) between node-to-neighbours similarity (`neighbourhood`: open or closed) and each
-    centrality, computed on `graph` as it is (parallel edges count in PageRank, betweenness and degree)."""
+    centrality, computed on `graph` as it is (parallel edges count in PageRank, betweenness and degree); with
+    `progress`, bars while centralities are computed."""
     score = neighbour_similarity(graph, embeddings, neighbourhood)
     result = {}
     if constant(score):
@@ -170,7 +197,7 @@ def centrality_correlations(graph: ig.Graph, embeddings: np.ndarray, neighbourho
         return result
     from scipy.stats import spearmanr  # see CENTRALITIES
 
-    for name, values in centralities(graph).items():
+    for name, values in centralities(graph, progress).items():
         ranks = tie_rounding_noise(values)
         if ranks.max() == 0:  # a ring's PageRank: its ranks would be those of rounding noise, or ρ NaN
             log.warning("spearman_%s is not logged: every node has the same %s, which ranks nothing", name, name)
