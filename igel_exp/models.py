@@ -223,13 +223,22 @@ class IGELEmbedding(nn.Module):
             embeddings += sparse.embed(self.weight.detach())
         return embeddings, Lookup(index, dense_rows, sparse)
 
+    @torch.no_grad()
+    def embed_rows(self, rows: torch.Tensor) -> tuple[torch.Tensor, Lookup]:
+        """The embeddings of rows of an all-dense X (feature_rows, n × ℓ), and their lookup: what `lookup` gives for
+        their ids where it embeds them one by one."""
+        return _product(rows, self.weight), Lookup(None, rows, None)
+
     def feature_rows(self, nodes: torch.Tensor) -> torch.Tensor:
-        """X's dense columns of `nodes` (len(nodes) × their number). Where all of X is dense, on the CPU, they are read
-        as bags of one row: embedding_bag prefetches the rows it reads, 1.4× faster than index_select from an X that
-        no cache holds (2^20 × 78), and the same values. Otherwise index_select gathers them (on a GPU, capturable)."""
+        """X's dense columns of `nodes` (nodes' shape × their number). Where all of X is dense, on the CPU, they are
+        read as bags of one row: embedding_bag prefetches the rows it reads, 1.4× faster than index_select from an X
+        that no cache holds (2^20 × 78), and the same values. Otherwise index_select gathers them (on a GPU,
+        capturable)."""
         if self.dense and self.rows.device.type == "cpu":
-            return F.embedding_bag(nodes.reshape(-1, 1), self.rows, mode="sum")
-        return self.rows.index_select(0, nodes.reshape(-1))
+            rows = F.embedding_bag(nodes.reshape(-1, 1), self.rows, mode="sum")
+        else:
+            rows = self.rows.index_select(0, nodes.reshape(-1))
+        return rows.view(*nodes.shape, -1)
 
     @torch.no_grad()
     def weight_gradient(self, lookup: Lookup, grad: torch.Tensor) -> torch.Tensor:
@@ -454,13 +463,14 @@ def feature_walk_gradients(
     window: int,
     affine: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | int]:
-    """A step's gradients for a batch of walks (positions: w × s ids, END read as any node and weighted 0 by `valid`)
-    whose negatives (w × s × z ids) stay rows of X (FeatureNegatives; IGELEmbedding.negatives_as_features): W's
-    gradient, the logit's scale and bias's, the loss summed over the positive pairs and their number. Everything of
-    the step but Adam's update, as one function of tensors: what trainer.compile compiles."""
-    w, s, z = negatives.shape
-    table, lookup = model.lookup(positions.reshape(-1))  # one row per id
-    sampled = FeatureNegatives(model.feature_rows(negatives).view(w * s, z, -1), model.weight.detach())
+    """A step's gradients for a batch of walks whose negatives stay rows of X (FeatureNegatives;
+    IGELEmbedding.negatives_as_features), given the rows (IGELEmbedding.feature_rows) of its positions (w × s × ℓ;
+    END read as any node, weighted 0 by `valid`) and of its negatives (w × s × z × ℓ): W's gradient, the logit's
+    scale and bias's, the loss summed over the positive pairs and their number. Everything of the step but Adam's
+    update, as one function of tensors: what trainer.compile compiles."""
+    w, s, z, _ = negatives.shape
+    table, lookup = model.embed_rows(positions.view(w * s, -1))
+    sampled = FeatureNegatives(negatives.view(w * s, z, -1), model.weight.detach())
     loss, count, d_walks, d_affine = walk_skipgram_gradients(table.view(w, s, -1), valid, sampled, window, affine)
     weight_grad = model.weight_gradient(lookup, d_walks.view(w * s, -1)).add_(sampled.weight_grad)
     return weight_grad, d_affine, loss, count

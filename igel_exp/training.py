@@ -37,7 +37,7 @@ from igel_exp.models import (
     multilabel_loss,
     walk_skipgram_gradients,
 )
-from igel_exp.walks import END, AuthorsPairs, positive_pairs
+from igel_exp.walks import END, AuthorsPairs, drawn_ahead, positive_pairs
 
 log = logging.getLogger(__name__)
 
@@ -311,9 +311,9 @@ class SkipGramTrainer:
         with scored.over_columns_in_use() if isinstance(scored, IGELEmbedding) else nullcontext(scored) as trained:
             step = _SkipGramStep(self, trained)
             if self.batching == "buckets":
-                batches, take = functools.partial(self._buckets, rows=rows), step.pair_batch
+                batches, take = functools.partial(self._buckets, rows=rows), lambda batch: step.pair_batch(*batch)
             else:
-                batches, take = self._batches, step
+                batches, take = step.prepared, step.take
             rng = np.random.default_rng(self.seed)
             for epoch in range(1, self.epochs + 1):
                 step.start_epoch()
@@ -322,13 +322,12 @@ class SkipGramTrainer:
                     desc=f"epoch {epoch}/{self.epochs}", total=walks_per_epoch, unit="walk", disable=not self.progress
                 ) as bar:
                     shown = time.monotonic()
-                    for batch, walks in batches(epoch_walks(rng), model.n_nodes, rng):
-                        take(*batch)
+                    for work, walks in batches(epoch_walks(rng), model.n_nodes, rng):
+                        take(work)
                         bar.update(walks)
                         if self.progress and time.monotonic() - shown > 1.0:  # a host read once a second, not per step
                             bar.set_postfix(loss=f"{step.mean_loss():.4f}", refresh=False)
                             shown = time.monotonic()
-                    step.flush()
                 loss, pairs = step.mean_loss(), step.pairs()
                 if pairs == 0:
                     raise ConfigError("the walks produced no skip-gram pairs: the graph has no edges")
@@ -359,18 +358,14 @@ class SkipGramTrainer:
                 f" know nothing score ({chance:.3g}): lower {self.section}.lr={self.lr:g}"
             )
 
-    def _batches(
-        self, chunks: Iterable[np.ndarray | torch.Tensor], n_nodes: int, rng: np.random.Generator
-    ) -> Iterator[tuple[tuple[torch.Tensor, torch.Tensor | None], float]]:
-        """Batches of whole walks on the device, with their validity mask where one of the batch's walks ended early
-        (it started at an isolated node): which batches those are is read once per chunk, not per batch. With each,
-        the walks it holds."""
-        for walks in chunks:
-            walks = torch.as_tensor(walks).to(self.device)
-            size = self.walks_per_batch(walks.shape[1])
-            ended = (walks[:, -1] == END).tolist()
-            for start, batch in zip(range(0, len(walks), size), torch.split(walks, size), strict=True):
-                yield (batch, (batch != END) if any(ended[start : start + size]) else None), len(batch)
+    def _batches(self, walks: np.ndarray | torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor | None]]:
+        """A chunk's batches of whole walks on the device, each with its validity mask where one of its walks ended
+        early (it started at an isolated node): which batches those are is read once per chunk, not per batch."""
+        walks = torch.as_tensor(walks).to(self.device)
+        size = self.walks_per_batch(walks.shape[1])
+        ended = (walks[:, -1] == END).tolist()
+        for start, batch in zip(range(0, len(walks), size), torch.split(walks, size), strict=True):
+            yield batch, (batch != END) if any(ended[start : start + size]) else None
 
     def _buckets(
         self,
@@ -393,6 +388,31 @@ class SkipGramTrainer:
             return torch.randint(n_nodes, shape, generator=generator, device=self.device)
         uniform = torch.rand(shape, generator=generator, device=self.device, dtype=self.noise.dtype)
         return torch.searchsorted(self.noise, uniform).clamp_(max=n_nodes - 1)
+
+
+@dataclass
+class _WalkBatch:
+    """A batch of walks as a step takes it (_SkipGramStep.prepared): the walks (w × s ids), their validity mask where
+    one ended early, the negatives drawn for them (w × s × z) and, where gathered beforehand, the feature rows of the
+    positions and of the negatives."""
+
+    walks: torch.Tensor
+    valid: torch.Tensor | None
+    negatives: torch.Tensor
+    rows: tuple[torch.Tensor, torch.Tensor] | None
+    steps = 1
+
+
+@dataclass
+class _CompiledCall:
+    """STEPS_PER_CALL consecutive batches of one shape that one compiled call trains on (feature_walk_steps): the
+    feature rows of their positions and of their negatives, stacked."""
+
+    rows: tuple[torch.Tensor, torch.Tensor]
+
+    @property
+    def steps(self) -> int:
+        return len(self.rows[0])
 
 
 class _SkipGramStep:
@@ -421,6 +441,8 @@ class _SkipGramStep:
         self.capture_failure: str | None = None  # why a batch shape's step runs eagerly on a GPU, the first one's
         self.compiled_steps = CompiledStep(feature_walk_steps) if trainer.compiled else None
         self.queued: list[tuple[torch.Tensor, torch.Tensor]] = []  # (walks, negatives) of steps for a compiled call
+        # whether steps are prepared on another thread (`prepared`): on the CPU, where the walks are drawn too
+        self.ahead = device.type == "cpu"
         self.hot: HotRows | None = None  # the authors' batches' hot rows (models.RowPairs), once counted
         self.hot_counted = False
 
@@ -442,48 +464,87 @@ class _SkipGramStep:
         }
         return {key: reason for key, reason in why.items() if reason is not None}
 
-    def __call__(self, walks: torch.Tensor, valid: torch.Tensor | None) -> None:
+    def prepared(
+        self, chunks: Iterable[np.ndarray | torch.Tensor], n_nodes: int, rng: np.random.Generator
+    ) -> Iterator[tuple[list[_WalkBatch | _CompiledCall], int]]:
+        """The epoch's steps, a few at a time (at least STEPS_PER_CALL where the chunk holds them), with the walks
+        they took from their chunk. Each batch of walks draws its negatives (from the step's generator, in the batches'
+        order) and, on the CPU, gets its feature rows where the model embeds them from X (`_batch`); runs of
+        STEPS_PER_CALL batches that a compiled call takes are stacked into one (`_CompiledCall`). On the CPU a chunk's
+        steps are prepared on another thread while the ones before train (walks.drawn_ahead): at 2^20 nodes the
+        gathers of X's rows (327 MB, no cache holds it) were a quarter of a compiled step. The chunks are read here,
+        on the caller's thread, which times its waits for walks."""
+        for chunk in chunks:
+            steps = self._chunk_steps(chunk)
+            yield from drawn_ahead(steps) if self.ahead else steps
+        yield self._unqueued(), 0  # the epoch's last steps
+
+    def _unqueued(self) -> list[_WalkBatch]:
+        """The steps queued for a compiled call, as batches to run one by one (fewer than a call takes)."""
+        batches = [self._batch(walks, None, negatives) for walks, negatives in self.queued]
+        self.queued.clear()
+        return batches
+
+    def _chunk_steps(self, chunk: np.ndarray | torch.Tensor) -> Iterator[tuple[list[_WalkBatch | _CompiledCall], int]]:
+        """A chunk's steps (`prepared`); a run of steps for a compiled call may go on into the next chunk (`queued`)."""
         trainer, model = self.trainer, self.model
-        negatives = trainer.sample_negatives(model.n_nodes, (*walks.shape, trainer.negatives), self.generator)
-        ids = walks.numel() + negatives.numel()  # as `compute` counts them
-        if self.compiled_steps is not None and valid is None and model.negatives_as_features(ids):
-            self._queue(walks, negatives)
-            return
-        self.flush()  # the queued steps come first
+        ready: list[_WalkBatch | _CompiledCall] = []
+        walks_done = 0
+        for walks, valid in trainer._batches(chunk):
+            negatives = trainer.sample_negatives(model.n_nodes, (*walks.shape, trainer.negatives), self.generator)
+            features = model.negatives_as_features(walks.numel() + negatives.numel())
+            if self.compiled_steps is not None and valid is None and features:
+                if self.queued and self.queued[0][0].shape != walks.shape:  # a batch of another shape: a chunk's last
+                    ready += self._unqueued()
+                self.queued.append((walks, negatives))
+                if len(self.queued) == STEPS_PER_CALL:
+                    stacked = [torch.stack(parts) for parts in zip(*self.queued, strict=True)]
+                    ready.append(_CompiledCall(self._rows(*stacked)))
+                    self.queued.clear()
+            else:  # the queued steps come first
+                ready += self._unqueued()
+                ready.append(self._batch(walks, valid, negatives))
+            walks_done += len(walks)
+            if sum(item.steps for item in ready) >= STEPS_PER_CALL:
+                yield ready, walks_done
+                ready, walks_done = [], 0
+        yield ready, walks_done
+
+    def _batch(self, walks: torch.Tensor, valid: torch.Tensor | None, negatives: torch.Tensor) -> _WalkBatch:
+        """A batch with its negatives and, on the CPU where the model embeds them from X's rows, those rows."""
+        positions = walks if valid is None else walks.clamp(min=0)  # END (−1) reads node 0, weighted 0
+        features = self.ahead and self.model.negatives_as_features(walks.numel() + negatives.numel())
+        return _WalkBatch(walks, valid, negatives, self._rows(positions, negatives) if features else None)
+
+    def _rows(self, positions: torch.Tensor, negatives: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """X's rows of a step's positions and of its negatives: what models.feature_walk_gradients takes."""
+        return self.model.feature_rows(positions), self.model.feature_rows(negatives)
+
+    def take(self, work: list[_WalkBatch | _CompiledCall]) -> None:
+        """Run prepared steps (`prepared`) in order."""
+        for item in work:
+            if isinstance(item, _CompiledCall):
+                trainer = self.trainer
+                loss, pairs = self.compiled_steps(self.model, *item.rows, trainer.window, self.affine, self.optimiser)
+                self.loss_sum += loss
+                self.pair_sum += pairs
+            else:
+                self._take_batch(item)
+
+    def _take_batch(self, batch: _WalkBatch) -> None:
+        """One step, eagerly or, on a GPU, as a CUDA graph of its batch shape (after WARMUP eager ones)."""
+        walks, valid, negatives = batch.walks, batch.valid, batch.negatives
         key = (*walks.shape, valid is None)
-        state = self.graphs.get(key, 0) if trainer.cuda_graphs else None
+        state = self.graphs.get(key, 0) if self.trainer.cuda_graphs else None
         if isinstance(state, _CapturedStep):
             state.replay(walks, valid, negatives)
         elif state is None:  # not on a GPU, or its capture failed: eager
-            self.compute(walks, valid, negatives)
+            self.compute(walks, valid, negatives, batch.rows)
         elif state < self.WARMUP:
             self.graphs[key] = state + 1
             self._warm_up(walks, valid, negatives)
         else:
             self.graphs[key] = _CapturedStep.capture(self, walks, valid, negatives)
-
-    def _queue(self, walks: torch.Tensor, negatives: torch.Tensor) -> None:
-        """Queue a step for the compiled call, which runs STEPS_PER_CALL steps of one batch shape at a time: a call's
-        fixed costs (Dynamo's guards, the wrapper, the eager Adam and sums around it) were a third of a step of the
-        2^20-node scalability run. A batch of another shape (a chunk's last) runs the queue first."""
-        if self.queued and self.queued[0][0].shape != walks.shape:
-            self.flush()
-        self.queued.append((walks, negatives))
-        if len(self.queued) < STEPS_PER_CALL:
-            return
-        walks, negatives = (torch.stack(parts) for parts in zip(*self.queued, strict=True))
-        self.queued.clear()
-        step = self.compiled_steps
-        loss, pairs = step(self.model, walks, negatives, self.trainer.window, self.affine, self.optimiser)
-        self.loss_sum += loss
-        self.pair_sum += pairs
-
-    def flush(self) -> None:
-        """Run the queued steps one by one, eagerly: fewer than a compiled call takes (an epoch's last ones, or those
-        before a batch of another shape)."""
-        queued, self.queued = self.queued, []
-        for walks, negatives in queued:
-            self.compute(walks, None, negatives)
 
     def pair_batch(self, targets: torch.Tensor, others: torch.Tensor, labels: torch.Tensor) -> None:
         """The authors' step (trainer.batching=buckets), in closed form: the mean binary cross-entropy of the batch's
@@ -504,12 +565,21 @@ class _SkipGramStep:
             self.compute(walks, valid, negatives)
         torch.cuda.current_stream(device).wait_stream(side)
 
-    def compute(self, walks: torch.Tensor, valid: torch.Tensor | None, negatives: torch.Tensor) -> None:
+    def compute(
+        self,
+        walks: torch.Tensor,
+        valid: torch.Tensor | None,
+        negatives: torch.Tensor,
+        rows: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> None:
+        """A step; `rows`: the feature rows of the positions and negatives, where gathered beforehand (`_batch`)."""
         model, trainer = self.model, self.trainer
         w, s, z = negatives.shape
         positions = walks if valid is None else walks.clamp(min=0)  # END (−1) reads node 0, weighted 0
         if model.negatives_as_features(w * s * (1 + z)):
-            self._apply(*feature_walk_gradients(model, positions, valid, negatives, trainer.window, self.affine))
+            position_rows, negative_rows = rows or self._rows(positions, negatives)
+            gradients = feature_walk_gradients(model, position_rows, valid, negative_rows, trainer.window, self.affine)
+            self._apply(*gradients)
             return
         nodes = torch.cat([positions.reshape(-1), negatives.view(-1)])
         table, lookup = model.lookup(nodes)
@@ -579,18 +649,18 @@ class _CapturedStep:
 @torch.no_grad()
 def feature_walk_steps(
     model: IGELEmbedding,
-    walks: torch.Tensor,
+    positions: torch.Tensor,
     negatives: torch.Tensor,
     window: int,
     affine: torch.Tensor,
     optimiser: _FusedAdam,
 ) -> tuple[torch.Tensor, int]:
-    """Consecutive steps of batches of walks without dead ends (walks: k × w × s ids, negatives: k × w × s × z) whose
-    negatives stay rows of X, each its gradients (models.feature_walk_gradients) and Adam's update: what
-    trainer.compile compiles, as one graph. Returns the steps' loss summed over their positive pairs, and their
-    number."""
+    """Consecutive steps of batches of walks without dead ends whose negatives stay rows of X, given the feature rows
+    of their positions (k × w × s × ℓ) and negatives (k × w × s × z × ℓ), each its gradients
+    (models.feature_walk_gradients) and Adam's update: what trainer.compile compiles, as one graph. Returns the steps'
+    loss summed over their positive pairs, and their number."""
     losses, pairs = [], 0
-    for batch, drawn in zip(walks.unbind(), negatives.unbind(), strict=True):
+    for batch, drawn in zip(positions.unbind(), negatives.unbind(), strict=True):
         weight_grad, d_affine, loss, count = feature_walk_gradients(model, batch, None, drawn, window, affine)
         optimiser.traced_step([weight_grad, d_affine])
         losses.append(loss)

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeVar
 
 import igraph as ig
 import numpy as np
@@ -13,6 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from igel_exp.errors import ConfigError
+
+T = TypeVar("T")
 
 END = -1  # fills a walk after a node without neighbours
 WALKS_PER_CHUNK = 65536  # walks drawn together: bounds the memory of a chunk of walks
@@ -185,11 +188,12 @@ def epoch_walks(
     )
 
 
-def drawn_ahead(chunks: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
-    """Yield from `chunks`, drawing the next on another thread while the caller works on this one: the same chunks in
-    the same order from the same generator. numpy leaves Python's lock while it draws, and torch while it computes, so
-    the drawing takes a core the trainer leaves idle (the scalability runs train on one thread: at 2^20 nodes their
-    12 s of walks are hidden in 270 s of training). Left early, it waits for the chunk being drawn."""
+def drawn_ahead(chunks: Iterable[T]) -> Iterator[T]:
+    """Yield from `chunks` (walks, or the trainer's steps prepared from them), drawing the next on another thread while
+    the caller works on this one: the same chunks in the same order from the same generator. numpy leaves Python's
+    lock while it draws, and torch while it computes, so the drawing takes a core the trainer leaves idle (the
+    scalability runs train on one thread: at 2^20 nodes their 12 s of walks are hidden in 270 s of training). Left
+    early, it waits for the chunk being drawn."""
     iterator = iter(chunks)
     with ThreadPoolExecutor(1, thread_name_prefix="walks") as drawer:
         coming = drawer.submit(next, iterator, None)

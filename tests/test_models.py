@@ -3,6 +3,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from contextlib import nullcontext
 from types import SimpleNamespace
 
@@ -307,6 +308,46 @@ def test_compiled_steps_train_as_the_eager_ones(name, monkeypatch, caplog):
         [epoch["loss"] for epoch in compiled_epochs], [epoch["loss"] for epoch in eager_epochs], rtol=1e-5
     )
     np.testing.assert_allclose(compiled, eager, rtol=0, atol=1e-4 * np.abs(eager).max())
+
+
+@pytest.mark.parametrize("name, compiled", [("miserables", False), ("with_isolated", False), ("with_isolated", True)])
+def test_feature_rows_gathered_ahead_on_another_thread_train_as_gathered_in_the_step(name, compiled, monkeypatch):
+    """On the CPU a dense model's steps are prepared on another thread while the ones before train: their negatives
+    drawn and the feature rows of their positions and negatives gathered there (compiled calls' too, and the batches
+    with a dead end's). The run is the one whose step gathers the rows itself, to the bit."""
+    graph = small_graphs()[name]
+    csr = CSRGraph.from_igraph(graph)
+    monkeypatch.setattr(training, "STEPS_PER_CALL", 3)
+    gathered_on = []
+    feature_rows = IGELEmbedding.feature_rows
+
+    def recorded(self, nodes):
+        gathered_on.append(threading.current_thread() is threading.main_thread())
+        return feature_rows(self, nodes)
+
+    monkeypatch.setattr(IGELEmbedding, "feature_rows", recorded)
+
+    def train() -> np.ndarray:
+        seed_everything(0)
+        model = IGELEmbedding(IGELEncoder(1).fit_transform(graph), dim=8)
+        trainer = SkipGramTrainer(2, 150, 0.05, 3, 2, torch.device("cpu"), seed=1, progress=False, compiled=compiled)
+        trainer.fit(model, lambda rng: epoch_walks(csr, 1, 10, rng))
+        return model.weight.detach().numpy().copy()
+
+    ahead = train()
+    # on the main thread: only each epoch's last steps queued for a compiled call (fewer than it takes), eagerly
+    assert len(gathered_on) > 20 and sum(gathered_on) <= (2 * 2 * (training.STEPS_PER_CALL - 1) if compiled else 0)
+    init = _SkipGramStep.__init__
+
+    def in_the_step(self, *args):
+        init(self, *args)
+        self.ahead = False
+
+    monkeypatch.setattr(_SkipGramStep, "__init__", in_the_step)
+    gathered_on.clear()
+    in_step = train()
+    assert gathered_on and all(gathered_on)
+    np.testing.assert_array_equal(ahead, in_step)
 
 
 class _Recorded(CompiledStep):
