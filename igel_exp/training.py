@@ -472,8 +472,8 @@ class _SkipGramStep:
         order) and, on the CPU, gets its feature rows where the model embeds them from X (`_batch`); runs of
         STEPS_PER_CALL batches that a compiled call takes are stacked into one (`_CompiledCall`). On the CPU a chunk's
         steps are prepared on another thread while the ones before train (walks.drawn_ahead): at 2^20 nodes the
-        gathers of X's rows (327 MB, no cache holds it) were a quarter of a compiled step. The chunks are read here,
-        on the caller's thread, which times its waits for walks."""
+        gathers of X's rows (327 MB, no cache holds it) were a fifth to a quarter of a compiled step. The chunks are
+        read here, on the caller's thread, which times its waits for walks."""
         for chunk in chunks:
             steps = self._chunk_steps(chunk)
             yield from drawn_ahead(steps) if self.ahead else steps
