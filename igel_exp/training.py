@@ -390,6 +390,11 @@ class SkipGramTrainer:
         return torch.searchsorted(self.noise, uniform).clamp_(max=n_nodes - 1)
 
 
+def _positions(walks: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+    """The ids a batch of walks embeds: END (−1), where a walk ended early, reads node 0, weighted 0 by `valid`."""
+    return walks if valid is None else walks.clamp(min=0)
+
+
 @dataclass
 class _WalkBatch:
     """A batch of walks as a step takes it (_SkipGramStep.prepared): the walks (w × s ids), their validity mask where
@@ -512,7 +517,7 @@ class _SkipGramStep:
 
     def _batch(self, walks: torch.Tensor, valid: torch.Tensor | None, negatives: torch.Tensor) -> _WalkBatch:
         """A batch with its negatives and, on the CPU where the model embeds them from X's rows, those rows."""
-        positions = walks if valid is None else walks.clamp(min=0)  # END (−1) reads node 0, weighted 0
+        positions = _positions(walks, valid)
         features = self.ahead and self.model.negatives_as_features(walks.numel() + negatives.numel())
         return _WalkBatch(walks, valid, negatives, self._rows(positions, negatives) if features else None)
 
@@ -575,7 +580,7 @@ class _SkipGramStep:
         """A step; `rows`: the feature rows of the positions and negatives, where gathered beforehand (`_batch`)."""
         model, trainer = self.model, self.trainer
         w, s, z = negatives.shape
-        positions = walks if valid is None else walks.clamp(min=0)  # END (−1) reads node 0, weighted 0
+        positions = _positions(walks, valid)
         if model.negatives_as_features(w * s * (1 + z)):
             position_rows, negative_rows = rows or self._rows(positions, negatives)
             gradients = feature_walk_gradients(model, position_rows, valid, negative_rows, trainer.window, self.affine)
