@@ -57,8 +57,10 @@ ADDED_DEFAULTS = {
     "dataset.parallel_edges": False,
     "encoder.encoded_distance": None,
     "encoder.weight_init": "normal",
+    "encoder.weight_seed": None,
     "task.score_neighbourhood": "open",
     "task.cluster_members": "all",
+    "task.kmeans_stream": None,
     "task.split": "leak_free",
     "task.classifier": "logistic_regression",
     "task.source": None,  # experiment=transfer_link_prediction's model source: link prediction has none

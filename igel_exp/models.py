@@ -97,8 +97,7 @@ class IGELEmbedding(nn.Module):
                 raise ValueError(f"a shared W has {weight.shape[0]} rows, the features {width} columns")
             self.weight = weight
             return
-        self.weight = nn.Parameter(torch.empty(width, dim))
-        nn.init.normal_(self.weight, std=1.0 / math.sqrt(dim))
+        self.weight = nn.Parameter(normal_weight(width, dim))
         # Structures never seen in training get no gradient; a zero row keeps them out of unseen graphs.
         with torch.no_grad():
             seen = torch.zeros(width, dtype=torch.bool)
@@ -887,6 +886,11 @@ def predict_labels(model: nn.Module, nodes: torch.Tensor, batch_size: int = 6553
     parts = [model(nodes[start : start + batch_size]) > 0 for start in range(0, len(nodes), batch_size)]
     model.train(training)
     return torch.cat(parts)
+
+
+def normal_weight(width: int, dim: int) -> torch.Tensor:
+    """IGEL's own initial W (width × dim): normal, std 1/√dim, from torch's generator."""
+    return torch.nn.init.normal_(torch.empty(width, dim), std=1.0 / math.sqrt(dim))
 
 
 def distance_scaled_weight(

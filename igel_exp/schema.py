@@ -267,6 +267,7 @@ class IGELEncoder(Encoder):
     chunk_size: int = at_least(1)
     encoded_distance: Optional[int] = at_least(0)
     weight_init: WeightInit = value()
+    weight_seed: Optional[int] = at_least(0)
 
 
 @dataclass
@@ -387,6 +388,7 @@ class ScalabilityTask(Task):
 class SisterCitiesTask(Task):
     k: int = at_least(1)
     kmeans_n_init: int = at_least(1)
+    kmeans_stream: Optional[int] = at_least(0)
     ranking_graph: RankingGraph = value()
     reuse_embeddings: bool = value()
     score_neighbourhood: Neighbourhood = value()

@@ -1,3 +1,4 @@
+import math
 import shutil
 
 import igraph as ig
@@ -12,10 +13,12 @@ from igel_exp.reference import ego_distances
 from igel_exp.tasks import clustering
 from igel_exp.tasks.clustering import (
     CENTRALITIES,
+    NotebookKMeans,
     centralities,
     centrality_correlations,
     closeness,
     kmeans_by_modularity,
+    kmeans_plusplus_022,
     louvain,
     neighbour_similarity,
 )
@@ -49,6 +52,57 @@ def test_kmeans_makes_no_more_clusters_than_distinct_embeddings(recwarn, caplog)
     assert caplog.messages == ["KMeans: the embeddings hold 3 distinct points, so k goes up to 3 only"]
     with pytest.raises(ConfigError, match="task.k_min=5: the embeddings hold 3 distinct points"):
         kmeans_by_modularity(graph, embeddings, [5, 6], seed=0)
+
+
+def plain_kmeans_plusplus(points: np.ndarray, k: int, stream: np.random.RandomState) -> np.ndarray:
+    """scikit-learn 0.22's k-means++ (sklearn/cluster/_k_means.py, _k_init) spelt out point by point: the reference."""
+    n = len(points)
+    squared = lambda i, j: float(np.sum((points[i].astype(float) - points[j].astype(float)) ** 2))  # noqa: E731
+    chosen = [stream.randint(n)]
+    nearest = [squared(i, chosen[0]) for i in range(n)]
+    for _ in range(1, k):
+        candidates = []
+        for wanted in stream.random_sample(2 + int(math.log(k))) * sum(nearest):
+            index, total = 0, nearest[0]  # the first point whose running total of squared distances reaches `wanted`
+            while index < n - 1 and total < wanted:
+                index += 1
+                total += nearest[index]
+            candidates.append(index)
+        left = [sum(min(nearest[i], squared(i, c)) for i in range(n)) for c in candidates]
+        best = candidates[left.index(min(left))]
+        chosen.append(best)
+        nearest = [min(nearest[i], squared(i, best)) for i in range(n)]
+    return points[chosen]
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 9])
+def test_kmeans_plusplus_022_draws_the_references_centres(k):
+    points = np.random.default_rng(k).normal(size=(80, 3)).astype(np.float32)
+    for seed in range(4):
+        expected = plain_kmeans_plusplus(points, k, np.random.RandomState(seed))
+        np.testing.assert_array_equal(kmeans_plusplus_022(points, k, np.random.RandomState(seed)), expected)
+
+
+def test_notebook_kmeans_takes_each_fits_starts_after_the_earlier_fits_draws():
+    """The notebook's loop (α = 1..4, then k = 1..15), each fit one draw of 10 start seeds from the stream."""
+    stream, drawn = np.random.RandomState(1), {}
+    for alpha in range(1, 5):
+        for k in range(1, 16):
+            drawn[alpha, k] = stream.randint(2**31 - 1, size=10)
+    for (alpha, k), seeds in drawn.items():
+        np.testing.assert_array_equal(NotebookKMeans(alpha, 1).start_seeds(k), seeds)
+    for alpha, k in [(5, 5), (2, 16), (0, 3)]:
+        with pytest.raises(ConfigError, match=rf"α = 1..4 with k = 1..15: encoder.distance={alpha}, k={k} was none"):
+            NotebookKMeans(alpha, 1).start_seeds(k)
+
+
+def test_notebook_kmeans_finds_the_planted_groups_whatever_the_runs_seed():
+    graph, labels = planted()
+    embeddings = np.eye(4)[labels] + np.random.default_rng(0).normal(scale=0.05, size=(len(labels), 4))
+    notebook = NotebookKMeans(2, 1)
+    chosen = [kmeans_by_modularity(graph, embeddings, [4], seed, notebook=notebook).labels[4] for seed in (0, 9)]
+    np.testing.assert_array_equal(chosen[0], chosen[1])
+    assert len(set(zip(chosen[0], labels, strict=True))) == 4  # the planted partition
 
 
 def test_louvain_finds_the_planted_groups():

@@ -20,7 +20,7 @@ from igel_exp.data import DataContext, load_dataset
 from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import ConfigError
 from igel_exp.identity import config_hash
-from igel_exp.models import FreeEmbedding, IGELEmbedding, distance_scaled_weight
+from igel_exp.models import FreeEmbedding, IGELEmbedding, distance_scaled_weight, normal_weight
 from igel_exp.pipelines.common import build_encoder, initialise_weight
 from igel_exp.plan import default_experiments_dir, load_plan
 from igel_exp.schema import shown_value
@@ -35,6 +35,7 @@ AUTHORS = {
     "clustering": {
         "encoder.encoded_distance": 1,
         "encoder.weight_init": "distance_scaled",
+        "encoder.weight_seed": 1,
         "trainer.logit_init": "uniform",
         "trainer.batching": "buckets",
         "task.score_neighbourhood": "closed",
@@ -43,10 +44,12 @@ AUTHORS = {
         "dataset.parallel_edges": True,
         "encoder.encoded_distance": 1,
         "encoder.weight_init": "distance_scaled",
+        "encoder.weight_seed": 1,
         "trainer.logit_init": "uniform",
         "trainer.batching": "buckets",
         "task.score_neighbourhood": "closed",
         "task.cluster_members": "in_table",
+        "task.kmeans_stream": 1,
         "task.ranking_graph": "directed",
     },
     # and the plain encoding of the paper's runs: relative degrees came to the authors' code after them
@@ -95,7 +98,8 @@ def test_the_switches_of_igels_encoding_are_igels_only(compose_config, experimen
     would log as settings it ignores."""
     authors = compose_config(f"experiment={experiment}", "protocol=authors", "encoder=deepwalk")
     assert authors.trainer.batching == "buckets"
-    assert "encoded_distance" not in authors.encoder and "weight_init" not in authors.encoder
+    assert not {"encoded_distance", "weight_init", "weight_seed"} & set(authors.encoder)
+    assert authors.task.get("kmeans_stream") is None  # the notebook's KMeans stream is that of IGEL's α
 
 
 @pytest.mark.parametrize("overrides, expected", sorted(FAITHFUL_HASHES.items()))
@@ -297,6 +301,48 @@ def test_alpha_one_features_under_a_larger_alpha_get_their_rows_of_its_matrix(co
     seen = np.bincount(features.indices, minlength=36) > 0
     np.testing.assert_allclose(model.weight.detach().numpy()[seen], expected.numpy()[seen], rtol=1e-5, atol=1e-6)
     assert not model.weight.detach().numpy()[~seen].any()  # structures the graph lacks stay zero
+
+
+def test_the_weight_seed_starts_every_run_where_its_seed_does(compose_config):
+    """encoder.weight_seed: W and the logit's scale and bias (torch's next draws) alike whatever the run's seed."""
+    graph = small_graphs()["zachary"]
+
+    def start(*overrides: str, seed: int) -> tuple[np.ndarray, torch.Tensor]:
+        config = compose_config("protocol=authors", "encoder.distance=2", *overrides)
+        encoder = build_encoder(config.encoder, False)
+        model = IGELEmbedding(encoder.fit_transform(graph), 4)
+        initialise_weight(model, config.encoder, encoder, seed=seed)
+        return model.weight.detach().numpy().copy(), torch.rand(2)
+
+    (w0, logit0), (w5, logit5) = start(seed=0), start(seed=5)
+    np.testing.assert_array_equal(w0, w5)
+    assert torch.equal(logit0, logit5)
+    unseeded = [start("encoder.weight_seed=null", seed=seed)[0] for seed in (1, 5)]
+    np.testing.assert_array_equal(unseeded[0], w0)  # the authors' seed is 1
+    assert not np.array_equal(unseeded[1], w0)
+    (n0, _), (n5, _) = (start("encoder.weight_init=normal", seed=seed) for seed in (0, 5))  # a normal W drawn anew
+    np.testing.assert_array_equal(n0, n5)
+    torch.manual_seed(1)
+    seen = n0.any(axis=1)
+    np.testing.assert_array_equal(n0[seen], normal_weight(*n0.shape).numpy()[seen])  # the model's own, from seed 1
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (
+            ["encoder=deepwalk", "task.kmeans_stream=1"],
+            "task.kmeans_stream=1 replays the authors' notebook's KMeans fits of IGEL's",
+        ),
+        (["encoder.distance=5"], "α = 1..4 with k = 1..15: encoder.distance=5, k=6 was none of them"),
+    ],
+)
+def test_the_notebooks_kmeans_outside_its_fits_is_refused_before_any_run(compose_config, store_uri, overrides, message):
+    config = compose_config("experiment=sister_cities", "protocol=authors", *overrides)
+    with pytest.raises(ConfigError, match=message):
+        pipelines.run(config)
+    client = mlflow.MlflowClient(store_uri)
+    assert not client.search_runs([found.experiment_id for found in client.search_experiments()])  # no run made
 
 
 def first_epoch_loss(logit_init: str, torch_seed: int) -> float:

@@ -15,7 +15,7 @@ from igel_exp.data import Dataset, load_dataset
 from igel_exp.encoding import IGELEncoder
 from igel_exp.errors import ConfigError
 from igel_exp.memory import MemoryBudget, PeakMeter
-from igel_exp.models import FreeEmbedding, IGELEmbedding, distance_scaled_weight, embed_all
+from igel_exp.models import FreeEmbedding, IGELEmbedding, distance_scaled_weight, embed_all, normal_weight
 from igel_exp.pipelines import data_context
 from igel_exp.saved_model import IGELModel
 from igel_exp.tracking import HARDWARE_TAG, RunLogger
@@ -208,29 +208,29 @@ def tag_device(logger: RunLogger, device: torch.device, precision: str) -> None:
 
 
 def initialise_weight(model: IGELEmbedding, settings: DictConfig, encoder: IGELEncoder, seed: int) -> None:
-    """encoder.weight_init: `normal` keeps the model's own; `distance_scaled` is the authors' W at encoder.distance's
+    """encoder.weight_init: `normal` is the model's own; `distance_scaled` is the authors' W at encoder.distance's
     size and scale (models.distance_scaled_weight); rows of structures the graph lacks stay zero either way.
 
-    The authors' W is drawn right after seeding torch with the run's seed, as their notebook seeded before building
-    each model (nur-ag/IGEL notebooks/ClusteringExperiments.ipynb, train_igel_embeddings: set_seed(seed)); the
-    logit's scale and bias are torch's next two draws (trainer.logit_init=uniform). So with their seed, 1, both
-    start where theirs did.
+    The authors' W is drawn right after seeding torch with encoder.weight_seed (null: the run's seed), as their
+    notebook seeded before building each model (nur-ag/IGEL notebooks/ClusteringExperiments.ipynb,
+    train_igel_embeddings: set_seed(SEED)); the logit's scale and bias are torch's next two draws
+    (trainer.logit_init=uniform). So with their seed, 1, both start where theirs did, whatever seed the walks and
+    negatives take. A normal W is drawn anew from encoder.weight_seed where one is set.
     """
-    how = settings.get("weight_init", "normal")
-    if how == "normal":
-        return
-    if how != "distance_scaled":
+    how, weight_seed = settings.get("weight_init", "normal"), settings.get("weight_seed")
+    if how not in ("normal", "distance_scaled"):
         raise ConfigError(f"encoder.weight_init={how!r} is not one of normal, distance_scaled")
-    torch.manual_seed(seed)
-    weight = distance_scaled_weight(
-        settings.distance,
-        encoder.max_degree_,
-        model.weight.shape[1],
-        encoder.distance,
-        blocks=3 if encoder.relative_degrees else 1,
-    )
+    if how == "normal" and weight_seed is None:
+        return  # the model's own, drawn from the run's seed
+    unseen = model.weight.abs().sum(dim=1) == 0  # IGELEmbedding zeroes the rows no node has
+    torch.manual_seed(seed if weight_seed is None else weight_seed)
+    rows, dim = model.weight.shape
+    if how == "normal":
+        weight = normal_weight(rows, dim)
+    else:
+        blocks = 3 if encoder.relative_degrees else 1
+        weight = distance_scaled_weight(settings.distance, encoder.max_degree_, dim, encoder.distance, blocks=blocks)
     with torch.no_grad():
-        unseen = model.weight.abs().sum(dim=1) == 0  # IGELEmbedding zeroes the rows no node has
         model.weight.copy_(weight.to(model.weight))
         model.weight[unseen] = 0.0
 

@@ -16,7 +16,12 @@ from igel_exp.identity import embedding_key
 from igel_exp.pipelines import check_before, pipeline, reuse
 from igel_exp.pipelines.common import Stages, build_encoder, load, method, train_unsupervised
 from igel_exp.tasks.capitals import capital_cluster, capital_scores, rankings
-from igel_exp.tasks.clustering import centrality_correlations, kmeans_by_modularity, neighbour_similarity
+from igel_exp.tasks.clustering import (
+    NotebookKMeans,
+    centrality_correlations,
+    kmeans_by_modularity,
+    neighbour_similarity,
+)
 from igel_exp.tracking import RunLogger, run_name_of, tracked_run
 
 log = logging.getLogger(__name__)
@@ -31,6 +36,19 @@ def _node_table_needed(config: DictConfig) -> None:
             f"dataset={config.dataset.name} has no node table: task=sister_cities needs capital flags and coordinates"
             " (dataset=sister_cities)"
         )
+
+
+@check_before("sister_cities")
+def _notebook_kmeans_of_igel(config: DictConfig) -> None:
+    notebook = _notebook_kmeans(config)
+    if notebook is None:
+        return
+    if config.encoder.name != "igel":
+        raise ConfigError(
+            f"task.kmeans_stream={notebook.seed} replays the authors' notebook's KMeans fits of IGEL's embeddings at"
+            f" α = 1..4: encoder={config.encoder.name} has no α (task.kmeans_stream=null)"
+        )
+    notebook.start_seeds(config.task.k)  # α and k within the notebook's fits
 
 
 @pipeline("sister_cities")
@@ -52,7 +70,9 @@ def sister_cities(config: DictConfig) -> dict[str, float]:
         embeddings = _embeddings(dataset, config, encoder, logger, stages)
         graph = dataset.graph
         with stages("evaluate"):
-            selection = kmeans_by_modularity(graph, embeddings, [k], config.seed, config.task.kmeans_n_init, "task.k")
+            notebook = _notebook_kmeans(config)
+            n_init = config.task.kmeans_n_init
+            selection = kmeans_by_modularity(graph, embeddings, [k], config.seed, n_init, "task.k", notebook)
             labels = selection.labels[k]
             listed = graph["directed_pairs"] if "directed_pairs" in graph.attributes() else None
             scores = rankings(graph, listed, config.task.ranking_graph)
@@ -117,6 +137,13 @@ def _embeddings(
     logger.array(embeddings, reuse.ARTIFACT)
     logger.tags({reuse.KEY_TAG: key})
     return embeddings
+
+
+def _notebook_kmeans(config: DictConfig) -> NotebookKMeans | None:
+    """task.kmeans_stream: null seeds each k's KMeans with the run's seed; a seed replays the starts that the authors'
+    notebook drew after set_seed(seed) for IGEL's α (encoder.distance)."""
+    seed = config.task.get("kmeans_stream")
+    return None if seed is None else NotebookKMeans(config.encoder.get("distance", 0), seed)
 
 
 CLUSTER_MEMBERS = ("all", "in_table")

@@ -51,10 +51,12 @@ def kmeans_by_modularity(
     seed: int,
     n_init: int = 10,
     key: str = "task.k_min",
+    notebook: NotebookKMeans | None = None,
 ) -> KMeansSelection:
     """KMeans for every k `requested` (ascending) up to the number of distinct embeddings (KMeans cannot make more
     clusters than points: it warns and leaves some empty); the best k is the one whose clusters have the highest
-    modularity. `key`: the config key that sets the smallest k, which the error names."""
+    modularity. `key`: the config key that sets the smallest k, which the error names. Each k's KMeans is seeded with
+    `seed`, or with `notebook` starts as the authors' notebook drew them."""
     distinct = len(np.unique(embeddings, axis=0))
     # cut at `distinct` by bisection, not by a walk over every k: task.k_max=10**15 is a range of 10**15 ks
     ks = [k for k in requested[: bisect.bisect_right(requested, distinct)] if k >= 1]
@@ -69,9 +71,77 @@ def kmeans_by_modularity(
 
     labels, modularity = {}, []
     for k in ks:
-        labels[k] = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit_predict(embeddings)
+        if notebook is None:
+            labels[k] = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit_predict(embeddings)
+        else:
+            labels[k] = notebook.labels(embeddings, k, n_init)
         modularity.append(float(graph.modularity(labels[k].tolist())))
     return KMeansSelection(ks, modularity, labels)
+
+
+@dataclass(frozen=True)
+class NotebookKMeans:
+    """KMeans as the authors' notebook ran it (nur-ag/IGEL notebooks/ClusteringExperiments.ipynb,
+    `ClusteringExperiment.clustering_embeddings`: `KMeans(n_clusters=clusters).fit(embeddings)` for clusters = 1..15
+    at each α = 1..4 in turn, under scikit-learn 0.22, requirements.txt). Unseeded, it drew from numpy's global
+    stream, which `set_seed(seed)` had reset before the last α's training and nothing drew from until the first fit;
+    0.22's `KMeans.fit` takes one draw of n_init start seeds from it a fit (`random_state.randint(2**31 - 1,
+    size=n_init)`), and each start is k-means++ from a RandomState of its own seed, then Elkan's iterations (Lloyd's
+    at k = 1); the start of least inertia wins. `distance`: the α whose fits these are; `seed`: set_seed's."""
+
+    distance: int
+    seed: int
+
+    DISTANCES = 4  # MAX_DISTANCE: the notebook's α = 1..4
+    KS = 15  # MAX_CLUSTERS: its k = 1..15 at each α
+
+    def labels(self, embeddings: np.ndarray, k: int, n_init: int = 10) -> np.ndarray:
+        from sklearn.cluster import KMeans  # see CENTRALITIES
+
+        centred = embeddings - embeddings.mean(axis=0)  # as 0.22's fit centred X before its starts
+        best = None
+        for start in self.start_seeds(k, n_init):
+            centres = kmeans_plusplus_022(centred, k, np.random.RandomState(start))
+            fitted = KMeans(k, init=centres, n_init=1, algorithm="elkan" if k > 1 else "lloyd").fit(centred)
+            if best is None or fitted.inertia_ < best.inertia_:  # the first of equal inertia, as 0.22 kept
+                best = fitted
+        return best.labels_
+
+    def start_seeds(self, k: int, n_init: int = 10) -> np.ndarray:
+        """The start seeds of the fit at (self.distance, k): the stream's draw after one per earlier fit."""
+        if not (1 <= self.distance <= self.DISTANCES and 1 <= k <= self.KS):
+            raise ConfigError(
+                f"task.kmeans_stream={self.seed} replays the authors' notebook's KMeans fits, α = 1..{self.DISTANCES}"
+                f" with k = 1..{self.KS}: encoder.distance={self.distance}, k={k} was none of them"
+            )
+        stream, high = np.random.RandomState(self.seed), np.iinfo(np.int32).max
+        for _ in range(self.KS * (self.distance - 1) + k - 1):
+            stream.randint(high, size=n_init)
+        return stream.randint(high, size=n_init)
+
+
+def kmeans_plusplus_022(points: np.ndarray, k: int, stream: np.random.RandomState) -> np.ndarray:
+    """k-means++ centres drawn as scikit-learn 0.22's `_k_init` drew them from `stream`: the first point uniform
+    (one `randint`), then for each further centre 2 + ⌊ln k⌋ candidates by squared distance to the nearest centre
+    (one `random_sample`), the candidate that leaves the least total kept. (Today's `kmeans_plusplus` draws its first
+    point otherwise, so it cannot replay 0.22's starts.) Distances in float64, as 0.22 computed float32 data's."""
+    data = points.astype(np.float64)
+    norms = np.einsum("ij,ij->i", data, data)
+
+    def squared_distances(rows: np.ndarray) -> np.ndarray:
+        return np.maximum(norms[rows, None] - 2 * data[rows] @ data.T + norms[None], 0.0)
+
+    trials = 2 + int(np.log(k))
+    chosen = [stream.randint(len(data))]
+    nearest = squared_distances(np.asarray(chosen))[0]
+    for _ in range(1, k):
+        wanted = stream.random_sample(trials) * nearest.sum()
+        candidates = np.minimum(np.searchsorted(np.cumsum(nearest), wanted), len(data) - 1)
+        kept = np.minimum(nearest, squared_distances(candidates))
+        best = int(np.argmin(kept.sum(axis=1)))
+        chosen.append(int(candidates[best]))
+        nearest = kept[best]
+    return points[np.asarray(chosen)]
 
 
 def louvain(graph: ig.Graph) -> tuple[np.ndarray, float]:
