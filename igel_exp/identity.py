@@ -55,6 +55,7 @@ NOT_IDENTITY = (
 ADDED_DEFAULTS = {
     "protocol": "faithful",  # conf/protocol: the paper's computation, or the authors' code path
     "dataset.parallel_edges": False,
+    "dataset.bridge_stream": None,
     "encoder.encoded_distance": None,
     "encoder.weight_init": "normal",
     "encoder.weight_seed": None,
@@ -69,6 +70,7 @@ ADDED_DEFAULTS = {
     "trainer.batch_scale": 1,
     "trainer.precision": "float32",
     "trainer.batching": "walks",
+    "trainer.walk_stream": None,
 }
 HASH_LENGTH = 16  # hex digits: 64 bits, no collision in any store of realistic size
 

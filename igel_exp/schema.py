@@ -215,6 +215,13 @@ class Dataset:
 
 
 @dataclass
+class ClonedDataset(Dataset):
+    """A graph cloned and bridged (dataset=miserables_cloned)."""
+
+    bridge_stream: Optional[int] = at_least(0)
+
+
+@dataclass
 class EdgeFileDataset(Dataset):
     """A graph read from an edge-list file (yours, or a named one from the data root)."""
 
@@ -310,6 +317,7 @@ class SkipGramTrainer(SkipGram, Trainer):
     batch_scale: int = at_least(1)
     precision: Precision = value()
     batching: Batching = value()
+    walk_stream: Optional[int] = at_least(0)
     cuda_graphs: bool = value()
     compile: Any = one_of(False, True, "auto")
 
@@ -449,6 +457,7 @@ class EmbedConfig(RunSettings):
 SCHEMAS: dict[str, dict[str, type]] = {
     "dataset": {
         "named": Dataset,
+        "cloned": ClonedDataset,
         "edge_file": EdgeFileDataset,
         "edgelist": EdgeListDataset,
         "erdos_renyi": ErdosRenyiDataset,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -304,6 +305,33 @@ class DeviceWalker:
         target = before + uniform * (totals[firsts + lengths - 1] - before)
         chosen = torch.minimum(torch.searchsorted(totals, target, right=True), firsts + lengths - 1)
         return neighbour[chosen]
+
+
+class AuthorsWalker:
+    """The walks the authors' main process drew (nur-ag/IGEL src/batching.py, for trainer.walk_stream): Python's
+    `random` seeded once with `seed` (their set_seed before each α's training), then each epoch a shuffle of the
+    nodes (`uniformly_random_samples`) and from each node in that order a walk of `random.choice` steps among its
+    neighbours, one per parallel edge (`random_walk`, `G.neighbors`: sorted, as the CSR rows are), to its full length
+    or a node without any. Every draw is theirs where the graph's vertices are numbered as theirs were (Read_Ncol's
+    order of first appearance) — CPython's Mersenne Twister, shuffle and choice have drawn alike since 3.2."""
+
+    def __init__(self, graph: CSRGraph, seed: int):
+        self.neighbours = [row.tolist() for row in np.split(graph.indices, graph.indptr[1:-1])]
+        self.stream = random.Random(seed)
+
+    def epoch(self, walk_length: int) -> Iterator[np.ndarray]:
+        """One epoch's walks (as `epoch_walks`), a walk from every node, END-padded after a node without neighbours:
+        one chunk (|V| × walk_length), drawn when asked for."""
+        order = list(range(len(self.neighbours)))
+        self.stream.shuffle(order)
+        walks = np.full((len(order), walk_length), END, dtype=np.int64)
+        choice = self.stream.choice
+        for row, node in enumerate(order):
+            walk = [node]
+            while len(walk) < walk_length and (around := self.neighbours[walk[-1]]):
+                walk.append(choice(around))
+            walks[row, : len(walk)] = walk
+        yield walks
 
 
 BUCKETS = 777  # nur-ag/IGEL src/batching.py negative_sampling_batcher's cache_scale

@@ -5,6 +5,7 @@ import logging
 import lzma
 import os
 import pwd
+import random
 import subprocess
 import sys
 import time
@@ -26,6 +27,8 @@ from igel_exp.data import (
     resolve_data_root,
 )
 from igel_exp.errors import ConfigError, DataError
+
+from conftest import shared_data_root
 
 COMPRESSORS = {".gz": gzip, ".bz2": bz2, ".xz": lzma}
 
@@ -252,6 +255,37 @@ def test_les_miserables_and_its_clone(tmp_path):
     assert edges_by_name(cloned[0].induced_subgraph(range(77))) == {
         frozenset(f"{n}#1" for n in pair) for pair in edges_by_name(plain)
     }
+
+
+def _authors_clone(graph: ig.Graph, seed: int) -> ig.Graph:
+    """nur-ag/IGEL src/graph.py clone_bridge_graph(G) as their notebook ran it after random.seed(SEED): a copy of G's
+    edges on vertices n..2n-1, then one bridge between random vertices of each copy."""
+    n = graph.vcount()
+    random.seed(seed)
+    cloned = graph.copy()
+    cloned.add_vertices(n)
+    cloned.add_edges([(u + n, v + n) for u, v in graph.get_edgelist()])
+    cloned.add_edges([(random.randint(0, n - 1), random.randint(0, n - 1) + n)])
+    return cloned
+
+
+def test_the_authors_clone_is_their_graph_for_every_seed(tmp_path):
+    """dataset.bridge_stream: the bridge their notebook drew, on vertices numbered as theirs (Read_Ncol's order of
+    Miserables.edgelist where the data root has it; networkx's, from which the file was written, otherwise)."""
+    root = shared_data_root()
+    theirs = load_dataset({"name": "miserables"}, context(tmp_path)).graph
+    if root is not None and (root / "Miserables" / "Miserables.edgelist").is_file():
+        theirs = ig.Graph.Read_Ncol(str(root / "Miserables" / "Miserables.edgelist"), names=True, directed=False)
+
+    def edges(graph: ig.Graph) -> set[tuple[int, int]]:
+        return {tuple(sorted(edge)) for edge in graph.get_edgelist()}
+
+    def cloned(stream: int, seed: int) -> ig.Graph:
+        return load_dataset({"name": "miserables_cloned", "bridge_stream": stream}, context(tmp_path, seed)).graph
+
+    expected = edges(_authors_clone(theirs, 1))
+    assert edges(cloned(1, seed=0)) == edges(cloned(1, seed=3)) == expected
+    assert edges(cloned(2, seed=0)) != expected  # another stream, another bridge
 
 
 def test_erdos_renyi_is_seeded_and_sized(tmp_path):

@@ -33,11 +33,13 @@ from conftest import small_graphs
 # What protocol=authors sets per experiment (conf/specialise/protocol/), every other key as under faithful.
 AUTHORS = {
     "clustering": {
+        "dataset.bridge_stream": 1,
         "encoder.encoded_distance": 1,
         "encoder.weight_init": "distance_scaled",
         "encoder.weight_seed": 1,
         "trainer.logit_init": "uniform",
         "trainer.batching": "buckets",
+        "trainer.walk_stream": 1,
         "task.score_neighbourhood": "closed",
     },
     "sister_cities": {
@@ -47,6 +49,7 @@ AUTHORS = {
         "encoder.weight_seed": 1,
         "trainer.logit_init": "uniform",
         "trainer.batching": "buckets",
+        "trainer.walk_stream": 1,
         "task.score_neighbourhood": "closed",
         "task.cluster_members": "in_table",
         "task.kmeans_stream": 1,
@@ -100,6 +103,7 @@ def test_the_switches_of_igels_encoding_are_igels_only(compose_config, experimen
     assert authors.trainer.batching == "buckets"
     assert not {"encoded_distance", "weight_init", "weight_seed"} & set(authors.encoder)
     assert authors.task.get("kmeans_stream") is None  # the notebook's KMeans stream is that of IGEL's α
+    assert authors.trainer.walk_stream is None  # and its walks those of IGEL's training
 
 
 @pytest.mark.parametrize("overrides, expected", sorted(FAITHFUL_HASHES.items()))
@@ -335,9 +339,16 @@ def test_the_weight_seed_starts_every_run_where_its_seed_does(compose_config):
             "task.kmeans_stream=1 replays the authors' notebook's KMeans fits of IGEL's",
         ),
         (["encoder.distance=5"], "α = 1..4 with k = 1..15: encoder.distance=5, k=6 was none of them"),
+        (["trainer.walks_per_node=2"], "trainer.walk_stream=1 replays the authors' walks, one uniform walk per node"),
+        (
+            ["encoder=node2vec", "trainer.walk_stream=1"],
+            r"uniform steps \(got 1, encoder.return_p=1, encoder.inout_q=0.5\)",
+        ),
     ],
 )
-def test_the_notebooks_kmeans_outside_its_fits_is_refused_before_any_run(compose_config, store_uri, overrides, message):
+def test_the_authors_draws_outside_what_they_drew_are_refused_before_any_run(
+    compose_config, store_uri, overrides, message
+):
     config = compose_config("experiment=sister_cities", "protocol=authors", *overrides)
     with pytest.raises(ConfigError, match=message):
         pipelines.run(config)

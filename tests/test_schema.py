@@ -149,8 +149,8 @@ def test_settings_that_an_experiment_gives_another_option_pass(compose_config, c
     [
         (
             ["dataset.path=graph.txt"],
-            "dataset.path is not a setting of dataset=miserables_cloned (its settings: name); dataset=edgelist and"
-            " dataset=graphsage take it",
+            "dataset.path is not a setting of dataset=miserables_cloned (its settings: name, bridge_stream);"
+            " dataset=edgelist and dataset=graphsage take it",
         ),
         (
             ["experiment=link_prediction", "encoder=deepwalk", "encoder.distance=2"],

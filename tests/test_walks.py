@@ -1,3 +1,4 @@
+import random
 import threading
 import time
 
@@ -11,6 +12,7 @@ from igel_exp.errors import ConfigError
 from igel_exp.walks import (
     END,
     AuthorsPairs,
+    AuthorsWalker,
     CSRGraph,
     DeviceWalker,
     drawn_ahead,
@@ -19,7 +21,7 @@ from igel_exp.walks import (
     random_walks,
 )
 
-from conftest import small_graphs
+from conftest import shared_data_root, small_graphs
 
 
 @pytest.fixture(
@@ -296,3 +298,65 @@ def test_authors_negatives_are_uniform_among_the_other_nodes():
         )
         others = np.delete(drawn, node)
         assert drawn[node] == 0 and np.allclose(others, 0.25, atol=0.02)
+
+
+def _authors_epochs(graph: ig.Graph, walk_length: int, seed: int, epochs: int) -> list[list[list[int]]]:
+    """nur-ag/IGEL src/batching.py as their notebook ran it, line by line: random.seed (set_seed), then per epoch
+    uniformly_random_samples' shuffle of the vertices and random_walk from each, over igraph's own neighbours."""
+    random.seed(seed)
+    drawn = []
+    for _ in range(epochs):
+        indices = [vertex.index for vertex in graph.vs]
+        random.shuffle(indices)
+        epoch = []
+        for node in indices:
+            walk, last = [node], node
+            while len(walk) < walk_length:
+                choices = graph.neighbors(last)
+                if not choices:
+                    break
+                last = random.choice(choices)
+                walk.append(last)
+            epoch.append(walk)
+        drawn.append(epoch)
+    return drawn
+
+
+def _multigraph(tmp_path) -> ig.Graph:
+    """Sister Cities as the authors read it (Read_Ncol: every line an edge) where the data is here, else Zachary's
+    club with every tenth edge listed again reversed and an isolated vertex: parallel edges, a dead end."""
+    root = shared_data_root()
+    if root is not None and (root / "SisterCity" / "SisterCity.edgelist.gz").is_file():
+        import gzip
+
+        path = tmp_path / "SisterCity.edgelist"
+        path.write_bytes(gzip.decompress((root / "SisterCity" / "SisterCity.edgelist.gz").read_bytes()))
+        graph = ig.Graph.Read_Ncol(str(path), names=True, directed=False)
+        assert [int(name) for name in graph.vs["name"]] == list(range(graph.vcount()))  # ours number them so too
+        return graph
+    graph = ig.Graph.Famous("Zachary")
+    graph.add_edges([(v, u) for u, v in graph.get_edgelist()[::10]])
+    graph.add_vertices(1)
+    return graph
+
+
+def test_authors_walks_are_the_draws_of_their_code(tmp_path):
+    graph = _multigraph(tmp_path)
+    assert not graph.is_simple()
+    walker = AuthorsWalker(CSRGraph.from_igraph(graph), 1)
+    state = random.getstate()
+    expected = _authors_epochs(graph, 30, seed=1, epochs=2)
+    random.setstate(state)
+    for epoch in expected:  # the second epoch goes on from the first's stream, as theirs did
+        (ours,) = walker.epoch(30)
+        assert [[int(node) for node in walk if node != END] for walk in ours] == epoch
+    assert any(len(walk) == 1 for walk in expected[0]) == (min(graph.degree()) == 0)  # a dead end, where one is
+
+
+def test_authors_walks_are_one_seeds_whatever_the_runs():
+    """trainer.walk_stream: the walks of every run alike (their notebook's), the run's seed drawing the negatives."""
+    graph = small_graphs()["zachary"]
+    csr = CSRGraph.from_igraph(graph)
+    (first,), (again,), (other,) = (AuthorsWalker(csr, seed).epoch(8) for seed in (1, 1, 2))
+    assert (first == again).all() and not (first == other).all()
+    assert sorted(first[:, 0].tolist()) == list(range(graph.vcount()))  # a walk from every node, shuffled

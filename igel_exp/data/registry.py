@@ -153,13 +153,23 @@ def _miserables_cloned(config: Mapping[str, Any], context: DataContext) -> Datas
     graph, _ = miserables_graph()
     n = graph.vcount()
     edges = np.asarray(graph.get_edgelist(), dtype=np.int64)
-    rng = np.random.default_rng(context.seed)
-    bridge = np.array([[rng.integers(n), n + rng.integers(n)]])
+    bridge = np.array([_bridge(n, config.get("bridge_stream"), context.seed)])
     all_edges = np.concatenate([edges, edges + n, bridge])
     names = [f"{name}#1" for name in graph.vs["name"]] + [f"{name}#2" for name in graph.vs["name"]]
     cloned, report = simple_graph(all_edges[:, 0], all_edges[:, 1], names, "cloned les_miserables_graph")
     report.extra["bridge"] = f"{names[bridge[0, 0]]}--{names[bridge[0, 1]]}"
     return Dataset("miserables_cloned", cloned, report)
+
+
+def _bridge(n: int, stream: int | None, seed: int) -> tuple[int, int]:
+    """The bridge's ends, one in each copy: from the run's seed, or (dataset.bridge_stream) as the authors'
+    clone_bridge_graph drew them after random.seed(stream) (nur-ag/IGEL src/graph.py:126-128, two randint(0, n - 1)),
+    on vertices numbered alike: ours are networkx's order, which is Read_Ncol's of their Miserables.edgelist."""
+    if stream is None:
+        rng = np.random.default_rng(seed)
+        return int(rng.integers(n)), n + int(rng.integers(n))
+    drawn = random.Random(stream)
+    return drawn.randint(0, n - 1), n + drawn.randint(0, n - 1)
 
 
 def _edgelist_path(config: Mapping[str, Any], context: DataContext | None = None) -> Path:

@@ -125,6 +125,13 @@ def _skipgram_trainer(config: DictConfig) -> None:
         raise ConfigError(f"task={config.task.name} trains skip-gram embeddings: it needs trainer=skipgram")
     if trainer.batching == "buckets" and trainer.noise != "uniform":  # before the run, not in it (SkipGramTrainer)
         raise ConfigError(BUCKETS_NEED_UNIFORM_NOISE)
+    walks = (trainer.walks_per_node, config.encoder.get("return_p", 1.0), config.encoder.get("inout_q", 1.0))
+    if trainer.get("walk_stream") is not None and walks != (1, 1.0, 1.0):
+        raise ConfigError(
+            f"trainer.walk_stream={trainer.walk_stream} replays the authors' walks, one uniform walk per node an epoch:"
+            f" it needs trainer.walks_per_node=1 and uniform steps (got {trainer.walks_per_node}, encoder.return_p="
+            f"{walks[1]:g}, encoder.inout_q={walks[2]:g}); or trainer.walk_stream=null"
+        )
     if trainer.precision != "float32" and config.encoder.name != "igel":
         raise ConfigError(
             f"trainer.precision={trainer.precision} applies to IGEL's products with W: encoder={config.encoder.name}"

@@ -29,7 +29,7 @@ from igel_exp.training import (
     resolve_device,
     walks_per_batch,
 )
-from igel_exp.walks import CSRGraph, DeviceWalker, epoch_walks
+from igel_exp.walks import AuthorsWalker, CSRGraph, DeviceWalker, epoch_walks
 
 log = logging.getLogger(__name__)
 
@@ -172,10 +172,14 @@ def train_unsupervised(
         return_p=config.encoder.get("return_p", 1.0),
         inout_q=config.encoder.get("inout_q", 1.0),
     )
+    stream = trainer_config.get("walk_stream")  # the authors' walks (pipelines._skipgram_trainer checks it applies)
+    replayed = AuthorsWalker(neighbours, stream) if stream is not None else None
 
     def walks(rng: np.random.Generator):
-        # on the CPU numpy's walks, as every earlier version drew them (the same seed, the same run)
-        epoch = walker.epoch(**walk_settings) if walker else epoch_walks(neighbours, rng=rng, **walk_settings)
+        if replayed:
+            epoch = replayed.epoch(trainer_config.walk_length)
+        else:  # on the CPU numpy's walks, as every earlier version drew them (the same seed, the same run)
+            epoch = walker.epoch(**walk_settings) if walker else epoch_walks(neighbours, rng=rng, **walk_settings)
         return stages.timed("walks", epoch)
 
     with stages("train"):
