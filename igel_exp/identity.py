@@ -60,6 +60,7 @@ ADDED_DEFAULTS = {
     "encoder.weight_init": "normal",
     "encoder.weight_seed": None,
     "task.score_neighbourhood": "open",
+    "task.centrality_ties": "rounding",
     "task.cluster_members": "all",
     "task.kmeans_stream": None,
     "task.split": "leak_free",

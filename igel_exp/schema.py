@@ -186,6 +186,11 @@ class Neighbourhood(Choice):
     closed = "closed"
 
 
+class CentralityTies(Choice):
+    rounding = "rounding"
+    bits = "bits"
+
+
 class ClusterMembers(Choice):
     all = "all"
     in_table = "in_table"
@@ -361,6 +366,7 @@ class ClusteringTask(Task):
     kmeans_n_init: int = at_least(1)
     objective: str = metric_name()
     score_neighbourhood: Neighbourhood = value()
+    centrality_ties: CentralityTies = value()
     draw_max_nodes: int = at_least(0)
 
 
@@ -400,6 +406,7 @@ class SisterCitiesTask(Task):
     ranking_graph: RankingGraph = value()
     reuse_embeddings: bool = value()
     score_neighbourhood: Neighbourhood = value()
+    centrality_ties: CentralityTies = value()
     cluster_members: ClusterMembers = value()
 
 

@@ -152,6 +152,13 @@ def test_nodes_whose_centralities_tie_share_their_rank():
         values = np.round(centralities(graph)[name], 10)  # the exact ties, far above the noise, far below the gaps
         assert result[f"spearman_{name}"] == pytest.approx(spearmanr(score, values)[0], abs=1e-12)
     assert len(np.unique(centralities(graph)["pagerank"])) > len(np.unique(np.round(graph.pagerank(), 10)))
+    # task.centrality_ties=bits: ranked as computed, their last bits deciding, as the authors' spearmanr ranked them
+    raw = centrality_correlations(graph, embeddings, ties="bits")
+    assert raw["spearman_pagerank"] == pytest.approx(spearmanr(score, centralities(graph)["pagerank"])[0], abs=1e-12)
+    assert raw["spearman_pagerank"] != pytest.approx(result["spearman_pagerank"], abs=1e-3)
+    assert raw["spearman_degree"] == result["spearman_degree"]  # integers: exact ties either way
+    with pytest.raises(ConfigError, match="task.centrality_ties='noise' is not one of rounding, bits"):
+        centrality_correlations(graph, embeddings, ties="noise")
 
 
 def test_a_centrality_that_ranks_nothing_is_not_correlated(caplog):

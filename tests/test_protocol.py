@@ -41,6 +41,7 @@ AUTHORS = {
         "trainer.batching": "buckets",
         "trainer.walk_stream": 1,
         "task.score_neighbourhood": "closed",
+        "task.centrality_ties": "bits",
     },
     "sister_cities": {
         "dataset.parallel_edges": True,
@@ -51,6 +52,7 @@ AUTHORS = {
         "trainer.batching": "buckets",
         "trainer.walk_stream": 1,
         "task.score_neighbourhood": "closed",
+        "task.centrality_ties": "bits",
         "task.cluster_members": "in_table",
         "task.kmeans_stream": 1,
         "task.ranking_graph": "directed",

@@ -36,7 +36,8 @@ def clustering(config: DictConfig) -> dict[str, float]:
             with igraph_seed(config.seed):
                 communities, louvain_modularity = louvain(graph)
             neighbourhood = config.task.get("score_neighbourhood", "open")
-            correlations = centrality_correlations(graph, embeddings, neighbourhood, config.progress)
+            ties = config.task.get("centrality_ties", "rounding")
+            correlations = centrality_correlations(graph, embeddings, neighbourhood, config.progress, ties)
         for k, value in zip(selection.ks, selection.modularity, strict=True):
             logger.metrics({"modularity_by_k": value}, step=k)
         metrics = {

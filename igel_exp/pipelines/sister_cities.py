@@ -78,7 +78,8 @@ def sister_cities(config: DictConfig) -> dict[str, float]:
             scores = rankings(graph, listed, config.task.ranking_graph)
             capitals = capital_scores(labels, nodes["capital"].to_numpy(), scores, counted)
             neighbourhood = config.task.get("score_neighbourhood", "open")
-            correlations = centrality_correlations(graph, embeddings, neighbourhood, config.progress)
+            ties = config.task.get("centrality_ties", "rounding")
+            correlations = centrality_correlations(graph, embeddings, neighbourhood, config.progress, ties)
         metrics = {
             "capitals": int(nodes["capital"].sum()),
             **capitals,

@@ -151,6 +151,7 @@ def louvain(graph: ig.Graph) -> tuple[np.ndarray, float]:
 
 
 NEIGHBOURHOODS = ("open", "closed")
+CENTRALITY_TIES = ("rounding", "bits")
 
 
 def neighbour_similarity(graph: ig.Graph, embeddings: np.ndarray, neighbourhood: str = "open") -> np.ndarray:
@@ -255,11 +256,14 @@ def closeness(graph: ig.Graph) -> np.ndarray:
 
 
 def centrality_correlations(
-    graph: ig.Graph, embeddings: np.ndarray, neighbourhood: str = "open", progress: bool = False
+    graph: ig.Graph, embeddings: np.ndarray, neighbourhood: str = "open", progress: bool = False, ties: str = "rounding"
 ) -> dict[str, float]:
     """Spearman ρ (and p-value) between node-to-neighbours similarity (`neighbourhood`: open or closed) and each
     centrality, computed on `graph` as it is (parallel edges count in PageRank, betweenness and degree); with
-    `progress`, bars while centralities are computed."""
+    `progress`, bars while centralities are computed. `ties` (task.centrality_ties): `rounding` ranks centralities
+    equal up to float rounding as ties (tie_rounding_noise), `bits` ranks them as computed."""
+    if ties not in CENTRALITY_TIES:
+        raise ConfigError(f"task.centrality_ties={ties!r} is not one of {', '.join(CENTRALITY_TIES)}")
     score = neighbour_similarity(graph, embeddings, neighbourhood)
     result = {}
     if constant(score):
@@ -272,7 +276,7 @@ def centrality_correlations(
         if ranks.max() == 0:  # a ring's PageRank: its ranks would be those of rounding noise, or ρ NaN
             log.warning("spearman_%s is not logged: every node has the same %s, which ranks nothing", name, name)
             continue
-        rho, p_value = spearmanr(score, ranks)
+        rho, p_value = spearmanr(score, ranks if ties == "rounding" else values)
         result[f"spearman_{name}"] = float(rho)
         result[f"spearman_{name}_p"] = float(p_value)
     return result
