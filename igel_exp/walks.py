@@ -403,15 +403,15 @@ class AuthorsPairs:
             return
         # the rest, bucket after bucket, joined and cut into batches
         depth = -(-(total - full) // BUCKETS)
-        dealt = self._dealt(full, depth)
-        filled = np.ones((BUCKETS, depth), dtype=bool)
-        filled[total - full - BUCKETS * (depth - 1) :, -1] = False  # past the stream's end
-        targets, others, labels = (np.asarray(part)[filled] for part in dealt)
+        short = total - full - BUCKETS * (depth - 1)  # the buckets from this one on end a pair short of depth
+        targets, others, labels = (
+            np.concatenate([part[:short].ravel(), part[short:, :-1].ravel()]) for part in self._dealt(full, depth)
+        )
         for start in range(0, len(others), batch_size):
             batch = slice(start, start + batch_size)
             yield targets[batch], others[batch], labels[batch]
 
-    def _dealt(self, start: int, depth: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    def _dealt(self, start: int, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(targets, others, labels), 777 rows of depth pairs each: what the buckets receive of the stream's pairs from
         `start` on, bucket b's j'th pair being pair start + b + 777·j (targets and others 0 past the stream's end).
         They are the stretch of the stream as depth rows of 777, transposed: one copy, no gather per pair."""
@@ -427,4 +427,4 @@ class AuthorsPairs:
             dealt.append(part.view(depth, BUCKETS).T.contiguous().numpy())
         # a pair's label (a context, not a negative) repeats every `width` pairs along a bucket: a row per remainder
         remainders = ((np.arange(width)[:, None] + BUCKETS * np.arange(depth)) % width == 0).astype(np.float32)
-        return *dealt, [remainders[(start + bucket) % width] for bucket in range(BUCKETS)]
+        return *dealt, remainders[(start + np.arange(BUCKETS)) % width]

@@ -92,7 +92,10 @@ INVALID = [
     (["trainer.lr=abc"], "trainer.lr=abc: expected a number"),
     (["trainer.batch_scale=true"], "trainer.batch_scale=true: expected an integer"),  # as typed, not Python's True
     (["trainer.noise=gaussian"], "trainer.noise=gaussian: expected one of uniform, degree"),
-    (["dataset.path=graph.txt"], "dataset.path is not a setting of dataset=miserables_cloned (its settings: name);"),
+    (
+        ["dataset.path=graph.txt"],
+        "dataset.path is not a setting of dataset=miserables_cloned (its settings: name, bridge_stream);",
+    ),
     (["encoder.encoded_distance=0"], "encoder.encoded_distance=0 encodes every node alike"),
     (["tracking.uri=sqlite://"], "tracking.uri=sqlite:// keeps the runs in memory, lost when the process ends"),
     (["=5"], "Config group override must be a string or a list. Got int"),  # Hydra's words, without its traceback
