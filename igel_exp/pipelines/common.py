@@ -165,21 +165,24 @@ def train_unsupervised(
     scale = trainer.batch_size // trainer_config.batch_size
     logger.metrics({"batch_scale_used": scale})
 
-    walker = DeviceWalker(neighbours, device, config.seed) if device.type != "cpu" else None
+    stream = trainer_config.get("walk_stream")  # the authors' walks (pipelines._skipgram_trainer checks it applies)
+    replayed = AuthorsWalker(neighbours, stream) if stream is not None else None
+    # the graph goes to the device only where the device draws the walks
+    walker = DeviceWalker(neighbours, device, config.seed) if device.type != "cpu" and replayed is None else None
     walk_settings = dict(
         walks_per_node=trainer_config.walks_per_node,
         walk_length=trainer_config.walk_length,
         return_p=config.encoder.get("return_p", 1.0),
         inout_q=config.encoder.get("inout_q", 1.0),
     )
-    stream = trainer_config.get("walk_stream")  # the authors' walks (pipelines._skipgram_trainer checks it applies)
-    replayed = AuthorsWalker(neighbours, stream) if stream is not None else None
 
     def walks(rng: np.random.Generator):
         if replayed:
             epoch = replayed.epoch(trainer_config.walk_length)
+        elif walker:
+            epoch = walker.epoch(**walk_settings)
         else:  # on the CPU numpy's walks, as every earlier version drew them (the same seed, the same run)
-            epoch = walker.epoch(**walk_settings) if walker else epoch_walks(neighbours, rng=rng, **walk_settings)
+            epoch = epoch_walks(neighbours, rng=rng, **walk_settings)
         return stages.timed("walks", epoch)
 
     with stages("train"):
@@ -218,8 +221,9 @@ def initialise_weight(model: IGELEmbedding, settings: DictConfig, encoder: IGELE
     The authors' W is drawn right after seeding torch with encoder.weight_seed (null: the run's seed), as their
     notebook seeded before building each model (nur-ag/IGEL notebooks/ClusteringExperiments.ipynb,
     train_igel_embeddings: set_seed(SEED)); the logit's scale and bias are torch's next two draws
-    (trainer.logit_init=uniform). So with their seed, 1, both start where theirs did, whatever seed the walks and
-    negatives take. A normal W is drawn anew from encoder.weight_seed where one is set.
+    (trainer.logit_init=uniform). So with their seed, 1, both start where theirs did, whatever seed the negatives
+    (and, without trainer.walk_stream, the walks) take. A normal W is drawn anew from encoder.weight_seed where one is
+    set.
     """
     how, weight_seed = settings.get("weight_init", "normal"), settings.get("weight_seed")
     if how not in ("normal", "distance_scaled"):
