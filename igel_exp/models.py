@@ -184,6 +184,11 @@ class IGELEmbedding(nn.Module):
         and the batch would be embedded id by id."""
         return self.dense and n_ids < self.n_nodes
 
+    def looks_up_whole(self, n_ids: int) -> bool:
+        """Whether `lookup` of n_ids ids gives every node's table (the same table whatever the ids): at least as many
+        ids as nodes or, on a GPU, X with a CSR part, whose rows would be gathered with a host synchronisation."""
+        return n_ids >= self.n_nodes or (self.rows.is_cuda and not self.dense)
+
     @property
     def n_nodes(self) -> int:
         return len(self.rows)
@@ -202,13 +207,11 @@ class IGELEmbedding(nn.Module):
         lookup: each id's row in the table (`index`, None when the table has one row per id) and what
         `weight_gradient` needs.
 
-        The table is every node's, one product X @ W, when the ids are at least as many as the nodes (and, on a
-        GPU, whenever X has a CSR part, whose rows would be gathered with a host synchronisation); each distinct
-        id's when the ids of a sparse batch repeat many; otherwise the ids' own rows.
+        The table is every node's, one product X @ W, where `looks_up_whole`; each distinct id's when the ids of a
+        sparse batch repeat many; otherwise the ids' own rows.
         """
         n_ids = self.n_nodes if nodes is None else len(nodes)
-        whole = nodes is None or n_ids >= self.n_nodes or (self.rows.is_cuda and not self.dense)
-        if whole:
+        if nodes is None or self.looks_up_whole(n_ids):
             rows, index = None, nodes
         elif not self.dense and not self.rows.is_cuda and self.REPEATS * n_ids >= self.n_nodes:
             rows, index = distinct_ids(nodes, self.n_nodes)
@@ -312,8 +315,12 @@ class FreeEmbedding(nn.Module):
         """Never: free embeddings have no features."""
         return False
 
+    def looks_up_whole(self, n_ids: int) -> bool:
+        """Always: the table is the parameter."""
+        return True
+
     @torch.no_grad()
-    def lookup(self, nodes: torch.Tensor) -> tuple[torch.Tensor, Lookup]:
+    def lookup(self, nodes: torch.Tensor | None) -> tuple[torch.Tensor, Lookup]:
         """The table of embeddings (all of them, in place) and each id's row in it (as IGELEmbedding.lookup)."""
         return self.weight.detach(), Lookup(nodes, None, None)
 
@@ -611,8 +618,13 @@ class RowPairs:
         self.block = None if hot is None else _HotBlock(table, self.first, self.second, hot)
         self.cells = None  # Gram: each pair's cell of the matrix of every two rows
         rows = len(table)
-        if hot is None and rows**2 <= self.GRAM_DOTS * self.pairs:
+        if hot is None and self.by_gram(rows, self.pairs):
             self.cells = self.first * rows + self.second
+
+    @classmethod
+    def by_gram(cls, rows: int, pairs: int) -> bool:
+        """Whether a batch of `pairs` pairs of a table's `rows` rows, none hot, is scored from its Gram matrix."""
+        return rows**2 <= cls.GRAM_DOTS * pairs
 
     def gradients(self, labels: torch.Tensor, affine: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The batch's loss summed over its pairs, and the gradients of its mean: dL/d(scale, bias) and dL/d(table)."""
@@ -630,13 +642,22 @@ class RowPairs:
     def _by_cell(self, labels: torch.Tensor, affine: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         rows = len(self.table)
         count, positives = _pairs_by_cell(self.cells, labels, rows * rows)
-        dot = (self.table @ self.table.T).view(-1)
+        return self.cell_gradients(self.table, count, positives, self.pairs, affine)
+
+    @staticmethod
+    def cell_gradients(
+        table: torch.Tensor, count: torch.Tensor, positives: torch.Tensor, pairs: int, affine: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`gradients` from the Gram matrix, for a batch of `pairs` pairs given as each cell's pairs and positive pairs
+        (rows² each, pair (i, j) in cell i·rows + j, as float counts)."""
+        rows = len(table)
+        dot = (table @ table.T).view(-1)
         logit = dot * affine[0] + affine[1]
         loss = (count * F.softplus(logit) - positives * logit).sum()  # each pair's −log σ(±logit), summed per cell
-        grad = (count * torch.sigmoid(logit) - positives) / self.pairs  # d(mean loss)/d(each cell's logit)
+        grad = (count * torch.sigmoid(logit) - positives) / pairs  # d(mean loss)/d(each cell's logit)
         d_affine = torch.stack([(grad * dot).sum(), grad.sum()])
         scaled = (grad * affine[0]).view(rows, rows)  # a cell (i, j) sends row j's times it to row i, and back
-        return loss, d_affine, (scaled + scaled.T) @ self.table
+        return loss, d_affine, (scaled + scaled.T) @ table
 
     def _gathered_dots(self) -> torch.Tensor:
         return torch.linalg.vecdot(self.table.index_select(0, self.first), self.table.index_select(0, self.second))
@@ -676,7 +697,13 @@ class HotRows:
         and its Gram products are cheap)."""
         if ends.device.type != "cpu":
             return None
-        hot = (torch.bincount(ends, minlength=rows) * cls.SHARE >= rows).nonzero().view(-1).to(ends.dtype)
+        return cls.counted(torch.bincount(ends, minlength=rows), ends.dtype)
+
+    @classmethod
+    def counted(cls, ends_per_row: torch.Tensor, dtype: torch.dtype = torch.int64) -> HotRows | None:
+        """`of` from each row's count of ends (on the CPU)."""
+        rows = len(ends_per_row)
+        hot = (ends_per_row * cls.SHARE >= rows).nonzero().view(-1).to(dtype)
         return cls(hot, rows) if 0 < 2 * len(hot) <= rows else None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import itertools
 import logging
 import math
 import os
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import threadpoolctl
@@ -311,7 +313,7 @@ class SkipGramTrainer:
         with scored.over_columns_in_use() if isinstance(scored, IGELEmbedding) else nullcontext(scored) as trained:
             step = _SkipGramStep(self, trained)
             if self.batching == "buckets":
-                batches, take = functools.partial(self._buckets, rows=rows), lambda batch: step.pair_batch(*batch)
+                batches, take = functools.partial(self._buckets, step=step, rows=rows), step.take_pairs
             else:
                 batches, take = step.prepared, step.take
             rng = np.random.default_rng(self.seed)
@@ -372,16 +374,18 @@ class SkipGramTrainer:
         chunks: Iterable[np.ndarray | torch.Tensor],
         n_nodes: int,
         rng: np.random.Generator,
+        step: _SkipGramStep,
         rows: np.ndarray | None = None,
-    ) -> Iterator[tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], float]]:
-        """The authors' batches of the epoch's walks (walks.AuthorsPairs) on the device, each node replaced by its
-        row of `rows` where given, with each batch its share of the walks (a batch mixes pairs of many)."""
+    ) -> Iterator[tuple[tuple[torch.Tensor, ...], float]]:
+        """The authors' batches of the epoch's walks (walks.AuthorsPairs) on the device, as `step` takes them
+        (_SkipGramStep.pair_batches), each node replaced by its row of `rows` where given, with each batch its share of
+        the walks (a batch mixes pairs of many)."""
         walks = np.concatenate([torch.as_tensor(chunk).cpu().numpy() for chunk in chunks])
         pairs = AuthorsPairs.of_walks(walks, self.window, self.negatives, n_nodes, rng, labels=rows)
-        n_batches = max(-(-pairs.others.size // self.batch_size), 1)
-        for number, batch in enumerate(pairs.batches(self.batch_size)):
+        n_batches = pairs.n_batches(self.batch_size)
+        for number, batch in enumerate(step.pair_batches(pairs)):
             share = (number + 1) * len(walks) // n_batches - number * len(walks) // n_batches  # whole walks, all in all
-            yield tuple(torch.as_tensor(part).to(self.device) for part in batch), share
+            yield batch, share
 
     def sample_negatives(self, n_nodes: int, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
         if self.noise is None:
@@ -418,6 +422,16 @@ class _CompiledCall:
     @property
     def steps(self) -> int:
         return len(self.rows[0])
+
+
+class _CellBatch(NamedTuple):
+    """An authors' batch as its pairs and positive pairs per cell of the table's Gram matrix (rows², float counts), with
+    the number of each (_SkipGramStep.pair_batches)."""
+
+    count: torch.Tensor
+    positives: torch.Tensor
+    pairs: int
+    n_positives: int
 
 
 class _SkipGramStep:
@@ -550,6 +564,46 @@ class _SkipGramStep:
             self._warm_up(walks, valid, negatives)
         else:
             self.graphs[key] = _CapturedStep.capture(self, walks, valid, negatives)
+
+    def pair_batches(self, pairs: AuthorsPairs) -> Iterator[_CellBatch | tuple[torch.Tensor, ...]]:
+        """An epoch's authors' batches on the device as `take_pairs` takes them. Where every one would be scored from
+        the Gram matrix of the whole table (RowPairs.by_gram; Les Misérables' 38 distinct rows), each is its pairs and
+        positive pairs per cell of it (AuthorsPairs.by_cell), its pairs' number and its positives': the sums a step
+        would count of its dealt pairs, without a lookup of their ids (Les Misérables' epoch: 6.6 M pairs counted in
+        some 30 ms, where dealing them took 70 ms); otherwise its (targets, others, labels), dealt."""
+        trainer, rows = self.trainer, self.model.n_nodes
+        fewest = pairs.others.size - (pairs.n_batches(trainer.batch_size) - 1) * trainer.batch_size  # the last batch's
+        if (self.hot_counted and self.hot is not None) or not (
+            RowPairs.by_gram(rows, fewest) and self.model.looks_up_whole(2 * fewest)
+        ):
+            return self._dealt_batches(pairs)
+        count, positives = pairs.by_cell(trainer.batch_size, rows)
+        if not self.hot_counted:  # the first batch's hot rows serve the run (pair_batch)
+            first = count[0].view(rows, rows)
+            if trainer.device.type == "cpu" and HotRows.counted(first.sum(0) + first.sum(1)) is not None:
+                return self._dealt_batches(pairs)  # pair_batch counts them
+            self.hot, self.hot_counted = None, True
+        sizes = (count.sum(1).tolist(), positives.sum(1).tolist())
+        cells = (part.to(trainer.device, torch.float32) for part in (count, positives))  # as pair_batch counts them
+        return itertools.starmap(_CellBatch, zip(*cells, *sizes, strict=True))
+
+    def _dealt_batches(self, pairs: AuthorsPairs) -> Iterator[tuple[torch.Tensor, ...]]:
+        for batch in pairs.batches(self.trainer.batch_size):
+            yield tuple(torch.as_tensor(part).to(self.trainer.device) for part in batch)
+
+    def take_pairs(self, batch: _CellBatch | tuple[torch.Tensor, ...]) -> None:
+        """An authors' batch of `pair_batches`, counted per cell or dealt."""
+        if isinstance(batch, _CellBatch):
+            self.cell_batch(batch)
+        else:
+            self.pair_batch(*batch)
+
+    def cell_batch(self, batch: _CellBatch) -> None:
+        """`pair_batch` of a batch counted per cell of the whole table's Gram matrix."""
+        table, lookup = self.model.lookup(None)
+        count, positives = batch.count, batch.positives
+        loss, d_affine, table_grad = RowPairs.cell_gradients(table, count, positives, batch.pairs, self.affine)
+        self._update(lookup, table_grad, d_affine, loss, batch.n_positives)
 
     def pair_batch(self, targets: torch.Tensor, others: torch.Tensor, labels: torch.Tensor) -> None:
         """The authors' step (trainer.batching=buckets), in closed form: the mean binary cross-entropy of the batch's

@@ -23,6 +23,7 @@ from igel_exp.models import (
     FreeEmbedding,
     GatheredNegatives,
     IGELEmbedding,
+    RowPairs,
     TableNegatives,
     distinct_ids,
     embed_all,
@@ -33,6 +34,7 @@ from igel_exp.training import (
     COMPILE_FROM_STEPS,
     CompiledStep,
     SkipGramTrainer,
+    _CellBatch,
     _SkipGramStep,
     batch_scale_for,
     compiles,
@@ -40,7 +42,7 @@ from igel_exp.training import (
     seed_everything,
     set_threads,
 )
-from igel_exp.walks import END, CSRGraph, DeviceWalker, epoch_walks
+from igel_exp.walks import END, AuthorsPairs, CSRGraph, DeviceWalker, epoch_walks
 
 from conftest import small_graphs
 
@@ -672,8 +674,45 @@ def test_training_over_the_columns_in_use_leaves_w_as_training_over_all_of_them(
 def test_the_authors_batches_advance_the_progress_bar_by_whole_walks():
     walks = epoch_walks(CSRGraph.from_igraph(small_graphs()["miserables"]), 1, 20, np.random.default_rng(0))
     trainer = SkipGramTrainer(1, 100, 0.1, 2, 2, torch.device("cpu"), seed=0, progress=False, batching="buckets")
-    shares = [share for _, share in trainer._buckets(walks, 77, np.random.default_rng(1))]
+    step = _SkipGramStep(trainer, FreeEmbedding(77, 4))
+    shares = [share for _, share in trainer._buckets(walks, 77, np.random.default_rng(1), step)]
     assert len(shares) > 77 and all(isinstance(share, int) for share in shares) and sum(shares) == 77
+
+
+def test_the_authors_batches_counted_per_cell_train_as_the_dealt_pairs(layout, device, monkeypatch):
+    """Where the step scores every batch of an epoch from the Gram matrix of the whole table (36 distinct rows here),
+    it takes each batch as its pairs counted per cell of it (AuthorsPairs.by_cell), never dealt: W and the losses must
+    come out bit for bit as from the dealt pairs. A batch too small for the Gram matrix (the last) has them dealt."""
+    graph = small_graphs()["miserables"]
+    csr = CSRGraph.from_igraph(graph)
+    features = IGELEncoder(1).fit_transform(graph)
+    settings = dict(progress=False, batching="buckets", logit_init="uniform")
+
+    scored, rows = IGELEmbedding(features, dim=8).to(device).by_distinct_rows()
+    walks = np.concatenate(list(epoch_walks(csr, 2, 20, np.random.default_rng(0))))
+    pairs = AuthorsPairs.of_walks(walks, 3, 5, 77, np.random.default_rng(1), labels=rows)
+
+    def batches(batch_size: int) -> list:
+        trainer = SkipGramTrainer(1, batch_size, 0.05, 5, 3, device, seed=1, **settings)
+        return list(_SkipGramStep(trainer, scored).pair_batches(pairs))
+
+    counted = batches(2000)
+    assert len(counted) == pairs.n_batches(2000) and all(isinstance(batch, _CellBatch) for batch in counted)
+    fewest = scored.n_nodes**2 // RowPairs.GRAM_DOTS  # a batch of fewer pairs is not scored from the Gram matrix
+    small = next(size for size in range(2000, 3000) if 0 < pairs.others.size % size < fewest)
+    assert all(isinstance(batch, tuple) for batch in batches(small))
+
+    def trained() -> tuple[torch.Tensor, list[float]]:
+        seed_everything(0)
+        model = IGELEmbedding(features, dim=8)
+        trainer = SkipGramTrainer(2, 2000, 0.05, 5, 3, device, seed=1, **settings)
+        history = trainer.fit(model, lambda rng: epoch_walks(csr, 2, 20, rng, walks_per_chunk=50))
+        return model.weight.detach().cpu(), history
+
+    by_cell = trained()
+    monkeypatch.setattr(_SkipGramStep, "pair_batches", _SkipGramStep._dealt_batches)
+    dealt = trained()
+    assert torch.equal(by_cell[0], dealt[0]) and by_cell[1] == dealt[1]
 
 
 def test_an_epoch_stopped_by_an_error_closes_its_progress_bar_first(capsys):

@@ -265,6 +265,26 @@ def test_authors_pairs_are_the_authors_stream_dealt_into_their_buckets(
     assert (len(expected) > buckets) == full_rounds  # rounds of full buckets, then the joined rest
 
 
+@pytest.mark.parametrize("buckets, batch_size", [(3, 7), (5, 4), (777, 50)])
+def test_authors_pairs_counted_per_cell_are_each_dealt_batchs_pairs(monkeypatch, buckets, batch_size):
+    """by_cell: each batch's pairs and positive pairs per cell of a table's every two rows, counted for the epoch at
+    once, are those of the batch that `batches` deals, in rounds of full buckets and in the joined rest (an isolated
+    node's walk ends at once)."""
+    monkeypatch.setattr(walks_module, "BUCKETS", buckets)
+    graph = small_graphs()["miserables"]
+    graph.add_vertices(1)
+    walks = random_walks(CSRGraph.from_igraph(graph), np.arange(78), 6, np.random.default_rng(0))
+    rows = np.random.default_rng(2).integers(0, 9, 78)
+    pairs = AuthorsPairs.of_walks(walks, 2, 3, 78, np.random.default_rng(1), labels=rows)
+    count, positives = (part.numpy() for part in pairs.by_cell(batch_size, 9))
+    dealt = list(pairs.batches(batch_size))
+    assert count.shape == positives.shape == (len(dealt), 81) == (pairs.n_batches(batch_size), 81)
+    for batch, (targets, others, labels) in enumerate(dealt):
+        cells = targets * 9 + others
+        np.testing.assert_array_equal(count[batch], np.bincount(cells, minlength=81))
+        np.testing.assert_array_equal(positives[batch], np.bincount(cells[labels == 1], minlength=81))
+
+
 def test_authors_negatives_drawn_part_by_part_are_those_of_one_draw(monkeypatch):
     walks = random_walks(CSRGraph.from_igraph(small_graphs()["miserables"]), np.arange(77), 9, np.random.default_rng(0))
     whole = AuthorsPairs.of_walks(walks, 2, 3, 77, np.random.default_rng(1))
