@@ -599,7 +599,9 @@ class RowPairs:
       Misérables' 38 distinct rows against 50,000 pairs). A pair's loss depends only on its cell of the matrix of every
       two rows and its label, so the pairs are counted per cell, all of them and the positives, and the loss and
       dL/d(logit) taken per cell from the Gram matrix (one product); the table's gradient is then (S + Sᵀ) · table for S
-      the cells' dL/d(dot). Les Misérables' step took 1.1 against 2.5 ms scoring every pair from the same matrix.
+      the cells' dL/d(dot). Les Misérables' step took 1.1 against 2.5 ms scoring every pair from the same matrix. An
+      epoch whose every batch takes this way has the counts made for it at once, the pairs never dealt
+      (`cell_gradients`, walks.AuthorsPairs.by_cell).
     - **A block of hot rows** (`hot`, HotRows): a pair with a hot end takes its dot from the block of the hot rows'
       products with every row (k × m, one product), and its dL/d(dot), summed per cell of that block, sends the
       gradient both ways (two more products); the few pairs of two cold rows are gathered. Sister Cities' 785 distinct

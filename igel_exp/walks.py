@@ -399,7 +399,7 @@ class AuthorsPairs:
     def batches(self, batch_size: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """(targets, others, labels) of each batch, in the order the buckets fill."""
         total = self.others.size
-        full, depth, short = _rest(total, batch_size, BUCKETS)
+        full, depth, short = _rest(total, batch_size)
         for start in range(0, full, BUCKETS * batch_size):  # a round: every bucket fills once, in turn
             yield from zip(*self._dealt(start, batch_size), strict=True)
         if full == total:
@@ -446,19 +446,19 @@ class AuthorsPairs:
         return *dealt, remainders[(start + np.arange(BUCKETS)) % width]
 
 
-def _rest(total: int, batch_size: int, buckets: int) -> tuple[int, int, int]:
-    """How a stream of `total` pairs is dealt (AuthorsPairs.batches): the pairs of its rounds of full buckets, and the
-    depth of the rest's buckets and the first of them a pair short of it."""
-    full = total // (buckets * batch_size) * buckets * batch_size
-    depth = -(-(total - full) // buckets)
-    return full, depth, total - full - buckets * (depth - 1)
+def _rest(total: int, batch_size: int) -> tuple[int, int, int]:
+    """How a stream of `total` pairs is dealt (AuthorsPairs.batches): the pairs of its rounds of full buckets, the
+    depth of the rest's buckets, and the first of them to end a pair short of it (the ones after it do too)."""
+    full = total // (BUCKETS * batch_size) * BUCKETS * batch_size
+    depth = -(-(total - full) // BUCKETS)
+    return full, depth, total - full - BUCKETS * (depth - 1)
 
 
 def _batch_keys(total: int, batch_size: int, stride: int) -> np.ndarray:
     """Each pair of a stream of `total` pairs: the batch that `AuthorsPairs.batches` deals it into, times `stride`
     (int32 where the products fit: 3× faster arithmetic). Computed in place in one array: on first touch, each array of
     an epoch's pairs (26 MB for Les Misérables) faulted in took 65 ms."""
-    full, depth, short = _rest(total, batch_size, BUCKETS)
+    full, depth, short = _rest(total, batch_size)
     kept = np.int32 if max(-(-total // batch_size), 1) * stride < 2**31 else np.int64
     keys = np.empty(full + depth * BUCKETS, dtype=kept)
     pair = np.arange(full, dtype=kept)  # in a round, bucket b gets pairs b + 777·j and is a batch

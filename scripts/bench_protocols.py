@@ -45,7 +45,10 @@ def run_once(experiment: str, distance: int, seed: int, protocol: str, threads: 
             f"hydra.run.dir={folder}/hydra", *([f"threads={threads}"] if threads else []),
         ]  # fmt: skip
         started = time.perf_counter()
-        subprocess.run(command, check=True, capture_output=True)
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode:  # the run's own one-line error (igel-run's last line), not a traceback of this script
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            sys.exit(f"bench_protocols: {' '.join(command[2:6])} failed: {last}")
         return train_seconds(uri), time.perf_counter() - started
 
 
