@@ -83,7 +83,7 @@ def _given() -> list[str]:
 
 def main() -> None:
     """igel-run: the Hydra app, with a config that fails to compose reported in one line."""
-    _check_options("igel-run", "config")
+    _refuse_repeated_keys("igel-run", _check_options("igel-run", "config"))
     _refuse_deleted_groups("igel-run", "config")
     with one_line_errors("igel-run"):
         app()
@@ -91,7 +91,7 @@ def main() -> None:
 
 def embed() -> None:
     """igel-embed: the Hydra app, with a config that fails to compose reported in one line."""
-    _check_options("igel-embed", "embed")
+    _refuse_repeated_keys("igel-embed", _check_options("igel-embed", "embed"))
     _refuse_deleted_groups("igel-embed", "embed")
     with one_line_errors("igel-embed"):
         embed_app()
@@ -106,11 +106,12 @@ def _placement_hint(message: str) -> str:
     return message
 
 
-def _check_options(program: str, config_name: str) -> None:
+def _check_options(program: str, config_name: str) -> list[str]:
     """The command line read by Hydra's own parser first, whose option errors (`--bogus`, `--cfg jobs`) end in one line,
     exit status 2, as igel-report's and igel-reproduce's do: argparse prints its usage block above them. A primary
     config of the program's name (`config_name`.yaml) in --config-dir is refused: Hydra looks there after the package's
-    own configs, so the package's would be used and the user's silently ignored, broken or not."""
+    own configs, so the package's would be used and the user's silently ignored, broken or not. Returns the
+    overrides."""
     from hydra._internal.utils import get_args_parser
 
     parser = get_args_parser()
@@ -123,6 +124,29 @@ def _check_options(program: str, config_name: str) -> None:
             f"{program}: error: {shadowed}: --config-dir cannot replace {program}'s own {config_name}.yaml, which Hydra"
             f" reads first: rename yours and pass --config-name with its name\n",
         )
+    return options.overrides
+
+
+def _refuse_repeated_keys(program: str, overrides: list[str]) -> None:
+    """A key set twice on the command line (`seed=1 … seed=2`, `+key` or `~key` included) is refused in one line: Hydra
+    keeps the last without a word, and a sweep's `-m seed=0,1,2 … seed=3` would run a third of what its line asks.
+    Overrides that Hydra's grammar cannot read are left to Hydra's own error."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser, seen = OverridesParser.create(), {}
+    for argument in overrides:
+        try:
+            (override,) = parser.parse_overrides([argument])
+        except OverrideParseException:
+            continue
+        key = override.key_or_group + ("" if override.package is None else f"@{override.package}")
+        if key in seen:
+            sys.exit(
+                f"{program}: error: {key} is set twice ({seen[key]}, then {argument}): Hydra would silently keep the"
+                f" last; set it once (a sweep's values as one list: {key}=A,B)"
+            )
+        seen[key] = argument
 
 
 def _refuse_deleted_groups(program: str, config_name: str) -> None:

@@ -119,6 +119,9 @@ INVALID = [
     (["encoder=deepwalk", "trainer.precision=bfloat16"], "trainer.precision=bfloat16 applies to IGEL's products"),
     (["~protocol"], "~protocol: protocol cannot be left out; choose one of its options (protocol=OPTION, listed by"),
     (["~trainer"], "~trainer: trainer cannot be left out; choose one of"),  # was "trainer.device: Missing key device"
+    # a key set twice: Hydra ran seed=2 alone, dataset.path=b.txt alone
+    (["seed=1", "seed=2"], "seed is set twice (seed=1, then seed=2): Hydra would silently keep the last; set it once"),
+    (["dataset=edgelist", "dataset.path=a.txt", "dataset.path=b.txt"], "dataset.path is set twice (dataset.path=a"),
 ]
 
 
@@ -143,6 +146,8 @@ def test_invalid_invocations_fail_in_one_line_before_any_run(tmp_path, monkeypat
         f"igel-run: error: {tmp_path}/broken/experiment/broken.yaml:2: not valid YAML"
         " (expected ',' or ']', but got ':')"
     )
+    line = "igel-run: error: seed is set twice (seed=0,1, then +seed=2)"  # the sweep's was Hydra's error
+    assert exit_line("-m", *HERE, "seed=0,1", "+seed=2").startswith(line)
     assert not (tmp_path / "mlflow.db").exists()  # no run, not even a store
     # a sweep's folder where none can be made: Hydra made it at its first job, after the store and the parent run
     line = exit_line("-m", "seed=0,1", "hydra.sweep.dir=empty.txt/sweep", *HERE[2:], "trainer.epochs=1")
