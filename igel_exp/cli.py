@@ -83,7 +83,7 @@ def _given() -> list[str]:
 
 def main() -> None:
     """igel-run: the Hydra app, with a config that fails to compose reported in one line."""
-    _refuse_repeated_keys("igel-run", _check_options("igel-run", "config"))
+    _warn_repeated_keys("igel-run", _check_options("igel-run", "config"))
     _refuse_deleted_groups("igel-run", "config")
     with one_line_errors("igel-run"):
         app()
@@ -91,7 +91,7 @@ def main() -> None:
 
 def embed() -> None:
     """igel-embed: the Hydra app, with a config that fails to compose reported in one line."""
-    _refuse_repeated_keys("igel-embed", _check_options("igel-embed", "embed"))
+    _warn_repeated_keys("igel-embed", _check_options("igel-embed", "embed"))
     _refuse_deleted_groups("igel-embed", "embed")
     with one_line_errors("igel-embed"):
         embed_app()
@@ -127,10 +127,11 @@ def _check_options(program: str, config_name: str) -> list[str]:
     return options.overrides
 
 
-def _refuse_repeated_keys(program: str, overrides: list[str]) -> None:
-    """A key set twice on the command line (`seed=1 … seed=2`, `+key` or `~key` included) is refused in one line: Hydra
-    keeps the last without a word, and a sweep's `-m seed=0,1,2 … seed=3` would run a third of what its line asks.
-    Overrides that Hydra's grammar cannot read are left to Hydra's own error."""
+def _warn_repeated_keys(program: str, overrides: list[str]) -> None:
+    """A key set twice on the command line (`seed=1 … seed=2`, `+key` or `~key` included) is said in one line: Hydra
+    keeps the last without a word, and a sweep's `-m seed=0,1,2 … seed=3` runs a third of what its line seems to ask.
+    Not refused: scripts that add an override to a list of their own rely on the last one winning. Overrides that
+    Hydra's grammar cannot read are left to Hydra's own error."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
@@ -142,9 +143,9 @@ def _refuse_repeated_keys(program: str, overrides: list[str]) -> None:
             continue
         key = override.key_or_group + ("" if override.package is None else f"@{override.package}")
         if key in seen:
-            sys.exit(
-                f"{program}: error: {key} is set twice ({seen[key]}, then {argument}): Hydra would silently keep the"
-                f" last; set it once (a sweep's values as one list: {key}=A,B)"
+            print(
+                f"{program}: warning: {key} is set twice ({seen[key]}, then {argument}): Hydra keeps the last",
+                file=sys.stderr,
             )
         seen[key] = argument
 
